@@ -1,0 +1,247 @@
+"""The `tenure` command line: wiring only; every operation is the Ledger's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from tenure.errors import TenureError
+from tenure.ledger import Ledger, connect
+from tenure.types import Event, Job, JobState
+
+DEFAULT_DB = "sqlite:///tenure.db"
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit 2)."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def job_dict(job: Job) -> dict[str, Any]:
+    """A job as plain JSON-ready values."""
+    return dict(_plain(asdict(job)))
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """An event as plain JSON-ready values."""
+    return dict(_plain(asdict(event)))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def cmd_migrate(ledger: Ledger, args: argparse.Namespace) -> int:
+    applied = ledger.migrate()
+    if args.json:
+        _print_json({"applied": applied})
+    else:
+        print(f"applied migrations {applied}" if applied else "schema is up to date")
+    return EXIT_OK
+
+
+def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload is not JSON: {exc}") from exc
+    job_id = ledger.submit(
+        args.kind,
+        payload,
+        idempotency_key=args.key,
+        tenant=args.tenant,
+        max_attempts=args.max_attempts,
+        priority=args.priority,
+    )
+    job = ledger.get(job_id)
+    if args.json:
+        _print_json({"id": job.id, "state": job.state.value})
+    else:
+        print(job.id)
+    return EXIT_OK
+
+
+def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
+    job = ledger.get(args.id)
+    if args.json:
+        _print_json(job_dict(job))
+        return EXIT_OK
+    rows = [
+        ("id", job.id),
+        ("kind", job.kind),
+        ("tenant", job.tenant),
+        ("state", job.state.value),
+        ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("token", str(job.fencing_token)),
+        ("owner", job.owner_id or "-"),
+        ("lease until", _when(job.lease_until)),
+        ("heartbeat", _when(job.heartbeat_at)),
+        ("step", str(job.step)),
+        ("priority", str(job.priority)),
+        ("created", _when(job.created_at)),
+        ("updated", _when(job.updated_at)),
+        ("payload sha256", job.payload_sha256),
+    ]
+    if job.error is not None:
+        rows.append(("error", json.dumps(job.error, sort_keys=True)))
+    if job.result is not None:
+        rows.append(("result", json.dumps(job.result, sort_keys=True)))
+    for name, value in rows:
+        print(f"{name:>15}  {value}")
+    return EXIT_OK
+
+
+def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
+    jobs = ledger.list(
+        state=args.state, kind=args.kind, tenant=args.tenant, limit=args.limit, after=args.after
+    )
+    if args.json:
+        _print_json([job_dict(job) for job in jobs])
+        return EXIT_OK
+    print(f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  CREATED")
+    for job in jobs:
+        print(
+            f"{job.id:36}  {job.kind[:16]:16}  {job.state.value:9}  "
+            f"{job.attempt:>2}/{job.max_attempts:<2}  {job.fencing_token:>5}  {job.step:>4}  "
+            f"{_when(job.created_at)}"
+        )
+    return EXIT_OK
+
+
+def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
+    events = ledger.events(args.id)
+    if args.json:
+        _print_json([event_dict(event) for event in events])
+        return EXIT_OK
+    for event in events:
+        detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
+        token = "-" if event.token is None else event.token
+        print(
+            f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
+            f"owner={event.owner_id or '-'}  {detail}"
+        )
+    return EXIT_OK
+
+
+def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:
+    ledger.cancel(args.id)
+    return _report_state(ledger, args)
+
+
+def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:
+    ledger.requeue(args.id)
+    return _report_state(ledger, args)
+
+
+def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
+    job = ledger.get(args.id)
+    if args.json:
+        _print_json({"id": job.id, "state": job.state.value, "fencing_token": job.fencing_token})
+    else:
+        print(f"{job.id} {job.state.value} (token {job.fencing_token})")
+    return EXIT_OK
+
+
+# -- parser ------------------------------------------------------------------------------------
+
+Command = Callable[[Ledger, argparse.Namespace], int]
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--db and --json, accepted before the command and after it."""
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="URL",
+        help=f"database URL (default: $TENURE_DATABASE_URL, else {DEFAULT_DB})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print machine-readable JSON",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `tenure`."""
+    parser = argparse.ArgumentParser(
+        prog="tenure", description="Leased, fenced, durable jobs on SQLite and PostgreSQL."
+    )
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _common(p, top=False)
+        p.set_defaults(run=command)
+        return p
+
+    add("migrate", cmd_migrate, "create or upgrade the schema")
+    p = add("submit", cmd_submit, "submit a job and print its id")
+    p.add_argument("kind")
+    p.add_argument("--payload", default="{}", help="the payload as JSON (default: {})")
+    p.add_argument("--key", help="idempotency key (per tenant)")
+    p.add_argument("--tenant", default="default")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    p.add_argument("--max-attempts", type=int, default=None)
+    add("status", cmd_status, "show one job").add_argument("id")
+    p = add("jobs", cmd_jobs, "list jobs, newest first")
+    p.add_argument("--state", choices=[s.value for s in JobState])
+    p.add_argument("--kind")
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--after", metavar="ID", help="continue after this job id")
+    add("events", cmd_events, "show a job's event timeline").add_argument("id")
+    add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
+    add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tenure` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    url = args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB
+    try:
+        with connect(url) as ledger:
+            code: int = args.run(ledger, args)
+            return code
+    except UsageError as exc:
+        parser.exit(EXIT_USAGE, f"tenure: error: {exc}\n")
+    except TenureError as exc:
+        print(f"tenure: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

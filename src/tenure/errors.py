@@ -1,0 +1,82 @@
+"""The exception tree of tenure. Imports nothing from tenure."""
+
+from __future__ import annotations
+
+
+class TenureError(Exception):
+    """Base of every error tenure raises on purpose (except `JobCancelled`)."""
+
+
+class InvalidArgument(TenureError, ValueError):
+    """Bad input to a tenure call; nothing was written."""
+
+
+class PayloadTooLarge(InvalidArgument):
+    """A payload, result, checkpoint or error document exceeds the configured size limit."""
+
+
+class UnsupportedDatabase(InvalidArgument):
+    """The database URL names a scheme tenure does not know."""
+
+
+class StoreUnavailable(TenureError):
+    """The database could not be reached or did not answer in time."""
+
+
+class OwnershipUnknown(StoreUnavailable):
+    """A lease operation could not reach the database: the worker may or may not still own the job.
+
+    Start no new irreversible step; keep trying to confirm the lease while time remains.
+    """
+
+
+class LeaseLost(TenureError):
+    """A conditional write found no row: this worker no longer owns the job. Publish nothing."""
+
+
+class ToolOutcomeUnknown(TenureError):
+    """A tool call timed out: its effect may or may not have happened. Retry with the same key."""
+
+
+class IdempotencyConflict(TenureError):
+    """An idempotency key was reused by the tenant with a different kind or payload."""
+
+
+class JobNotFound(TenureError, LookupError):
+    """No job has that id (or the id is malformed)."""
+
+
+class InvalidJobClass(TenureError):
+    """A job class was declared with unsafe or impossible lease arithmetic."""
+
+
+class NonRetryable(TenureError):
+    """Raised by a handler for an error that retrying cannot fix (validation, permission)."""
+
+
+class InvalidTransition(TenureError):
+    """The job's state does not allow the requested operation."""
+
+
+class TerminalJob(InvalidTransition):
+    """The job is already succeeded, failed or cancelled."""
+
+
+class StaleFence(TenureError):
+    """A receiver refused a command whose fencing token is below the highest it accepted."""
+
+
+class ResumeRefused(TenureError):
+    """A resume check refused to continue a job from its checkpoint."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+
+
+class JobCancelled(BaseException):
+    """The running job was cancelled, lost its lease or timed out.
+
+    A `BaseException`, so that a tool's `except Exception` cannot swallow it.
+    """

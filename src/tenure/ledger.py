@@ -1,0 +1,522 @@
+"""The public Ledger: validated, logged operations over a Store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+from tenure.errors import (
+    IdempotencyConflict,
+    InvalidArgument,
+    InvalidTransition,
+    JobNotFound,
+    LeaseLost,
+    OwnershipUnknown,
+    StoreUnavailable,
+    TerminalJob,
+)
+from tenure.storage import NewJob, Store, open_store
+from tenure.types import JSON, Event, ExtendResult, Job, JobState, Lease
+from tenure.validation import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_int,
+    check_job_id,
+    check_name,
+    check_seconds,
+    encode_json,
+)
+
+log = logging.getLogger("tenure")
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 5
+MAX_LIST_LIMIT = 1000
+
+
+def backoff_delay(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff with equal jitter: between half and all of min(cap, base·2^(n-1))."""
+    ceiling = min(cap, base * 2 ** max(0, attempt - 1))
+    return float(ceiling * random.uniform(0.5, 1.0))
+
+
+def _detail(**fields: Any) -> str:
+    return json.dumps(fields, separators=(",", ":"), sort_keys=True, default=str)
+
+
+class Ledger:
+    """Durable, leased, fenced jobs. Create one with `tenure.connect(url)`.
+
+    Every write that acts for a lease is conditional on the lease still being held by the
+    database's clock; zero rows raise `LeaseLost` and are recorded as `result_rejected` (or
+    `heartbeat_lost`). A database that cannot be reached during a lease operation raises
+    `OwnershipUnknown`.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.max_payload_bytes = check_int(max_payload_bytes, "max_payload_bytes", 1)
+        self.default_max_attempts = check_int(default_max_attempts, "default_max_attempts", 1)
+        self.backoff_base = check_seconds(backoff_base, "backoff_base")
+        self.backoff_cap = check_seconds(backoff_cap, "backoff_cap")
+        self._unconfirmed: list[tuple[str, str, int, str, str]] = []
+        self._unconfirmed_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply missing schema migrations (under a lock); return the versions applied now."""
+        return self.store.migrate()
+
+    def close(self) -> None:
+        """Release the database connections. Idempotent."""
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def now(self) -> datetime:
+        """The database's clock, the one arbiter of leases."""
+        return self.store.now()
+
+    # -- submitting --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> str:
+        """Persist a job and return its id at once.
+
+        A key the tenant already used returns that job's id when kind and payload are the same
+        JSON value (key order does not matter), and raises `IdempotencyConflict` otherwise.
+        `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
+        """
+        kind = check_name(kind, "kind")
+        tenant = check_name(tenant, "tenant")
+        if idempotency_key is not None:
+            idempotency_key = check_name(idempotency_key, "idempotency key")
+        attempts = self.default_max_attempts if max_attempts is None else max_attempts
+        attempts = check_int(attempts, "max_attempts", 1)
+        priority = check_int(priority, "priority")
+        run_at, delay = _schedule(run_after)
+        encoded = encode_json(payload, "payload", self.max_payload_bytes)
+        job = NewJob(
+            id=str(uuid.uuid4()),
+            kind=kind,
+            tenant=tenant,
+            max_attempts=attempts,
+            idempotency_key=idempotency_key,
+            payload_json=encoded.text,
+            payload_sha256=encoded.sha256,
+            run_at=run_at,
+            delay_seconds=delay,
+            priority=priority,
+            detail_json=_detail(
+                kind=kind,
+                payload_sha256=encoded.sha256,
+                payload_bytes=encoded.size,
+                priority=priority,
+            ),
+        )
+        if self.store.submit(job):
+            log.info("job_submitted job=%s kind=%s sha256=%s", job.id, kind, encoded.sha256)
+            return job.id
+        assert idempotency_key is not None  # only a key can make an insert a no-op
+        existing = self.store.find_by_key(tenant, idempotency_key)
+        if existing is None:  # pragma: no cover - the key's job was purged between statements
+            raise IdempotencyConflict(f"the idempotency key {idempotency_key!r} is in flux")
+        if existing.kind != kind or existing.payload_sha256 != encoded.sha256:
+            raise IdempotencyConflict(
+                f"the idempotency key {idempotency_key!r} of tenant {tenant!r} already belongs "
+                f"to job {existing.id} with a different kind or payload: use a new key for "
+                "new work"
+            )
+        return existing.id
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner_id: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+    ) -> Lease | None:
+        """Atomically take the best claimable job (priority, then age), or None.
+
+        Claimable: queued and due, or running with an expired lease (by the database's clock).
+        The claim increments the job's fencing token and attempt. It also settles expired
+        leases of the kinds asked for: a job with no attempts left becomes `failed`
+        (`lease_expired`).
+        """
+        leases = self.claim_many(owner_id, limit=1, kinds=kinds, lease_seconds=lease_seconds)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+    ) -> list[Lease]:
+        """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite)."""
+        owner_id = check_name(owner_id, "owner id")
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        limit = check_int(limit, "limit", 1)
+        kind_list = _kinds(kinds)
+        leases = self.store.claim(owner_id, kind_list, seconds, limit)
+        for lease in leases:
+            log.info(
+                "job_claimed job=%s token=%d attempt=%d lease_until=%s",
+                lease.job_id,
+                lease.token,
+                lease.attempt,
+                lease.lease_until.isoformat(),
+            )
+        return leases
+
+    def extend(self, lease: Lease, lease_seconds: float | None = None) -> datetime:
+        """Renew the lease from the database's now; return the new lease end.
+
+        Raises `LeaseLost` when the lease no longer holds, `OwnershipUnknown` when the database
+        does not answer.
+        """
+        result = self.extend_many([lease], lease_seconds)
+        if lease.job_id in result.renewed:
+            return result.renewed[lease.job_id]
+        raise LeaseLost(
+            f"job {lease.job_id}: token {lease.token} no longer holds the lease; stop and "
+            "publish nothing"
+        )
+
+    def extend_many(
+        self, leases: Sequence[Lease], lease_seconds: float | None = None
+    ) -> ExtendResult:
+        """Renew many leases in one statement. Lost ones are reported, not raised."""
+        seconds = [
+            check_seconds(
+                lease_seconds if lease_seconds is not None else lease.lease_seconds, "lease_seconds"
+            )
+            for lease in leases
+        ]
+        try:
+            renewed = self.store.extend_many(leases, seconds)
+        except StoreUnavailable as exc:
+            for lease in leases:
+                self._ownership_unknown(lease, "extend", exc)
+            raise OwnershipUnknown(
+                f"could not renew {len(leases)} lease(s): {exc}; start no new irreversible step"
+            ) from exc
+        self._confirm_unconfirmed()
+        lost = [lease.job_id for lease in leases if lease.job_id not in renewed]
+        for lease in leases:
+            if lease.job_id in lost:
+                self._reject(lease, "heartbeat_lost", "extend")
+            else:
+                log.debug(
+                    "heartbeat_ok job=%s token=%d lease_until=%s",
+                    lease.job_id,
+                    lease.token,
+                    renewed[lease.job_id].isoformat(),
+                )
+        return ExtendResult(renewed=renewed, lost=lost)
+
+    def save_step(self, lease: Lease, step: int, checkpoint: JSON = None) -> None:
+        """Advance the job's cursor to `step` and keep `checkpoint`, while the lease holds."""
+        step = check_int(step, "step", 0)
+        encoded = encode_json(checkpoint, "checkpoint", self.max_payload_bytes)
+        detail = _detail(step=step, checkpoint_bytes=encoded.size, checkpoint_sha256=encoded.sha256)
+        done = self._guard(
+            lease, "save_step", lambda: self.store.save_step(lease, step, encoded.text, detail)
+        )
+        if not done:
+            self._lost(lease, "save_step")
+
+    def complete(self, lease: Lease, result: JSON = None) -> None:
+        """Publish the result and end the job `succeeded`, while the lease holds.
+
+        A stale lease raises `LeaseLost`; the rejected result is recorded as an event (its size
+        and hash only) and never becomes the job's result.
+        """
+        encoded = encode_json(result, "result", self.max_payload_bytes)
+        detail = _detail(result_bytes=encoded.size, result_sha256=encoded.sha256)
+        if not self._guard(
+            lease, "complete", lambda: self.store.complete(lease, encoded.text, detail)
+        ):
+            self._lost(lease, "complete", result_sha256=encoded.sha256)
+
+    def fail(
+        self,
+        lease: Lease,
+        error: JSON,
+        *,
+        retryable: bool = True,
+        retry_in: float | None = None,
+    ) -> JobState:
+        """Fail this attempt. Retryable with attempts left: queued again after an exponential,
+        jittered backoff (or `retry_in` seconds). Otherwise the job ends `failed`.
+
+        Returns the job's new state.
+        """
+        if isinstance(error, str):
+            error = {"code": "error", "message": error}
+        encoded = encode_json(error, "error", self.max_payload_bytes)
+        delay: float | None = None
+        if retryable:
+            delay = (
+                check_seconds(retry_in, "retry_in")
+                if retry_in is not None
+                else backoff_delay(lease.attempt, self.backoff_base, self.backoff_cap)
+            )
+        code = error.get("code") if isinstance(error, dict) else None
+        detail = _detail(
+            code=code if isinstance(code, str) else None,
+            retryable=retryable,
+            error_sha256=encoded.sha256,
+        )
+        state = self._guard(
+            lease, "fail", lambda: self.store.fail(lease, encoded.text, delay, detail)
+        )
+        if state is None:
+            self._lost(lease, "fail")
+        return state
+
+    def release(self, lease: Lease) -> None:
+        """Give the job back at once, without spending the attempt (graceful shutdown)."""
+        if not self._guard(lease, "release", lambda: self.store.release(lease)):
+            self._lost(lease, "release")
+
+    # -- operator actions --------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a queued or running job; its token is bumped so no running worker can publish.
+
+        Raises `TerminalJob` for a job already succeeded, failed or cancelled.
+        """
+        job_id = check_job_id(job_id)
+        if self.store.cancel(job_id):
+            log.info("job_cancelled job=%s", job_id)
+            return
+        job = self.get(job_id)
+        raise TerminalJob(f"job {job_id} is already {job.state.value}; nothing to cancel")
+
+    def requeue(self, job_id: str) -> None:
+        """Make a failed or cancelled job claimable again from its saved step (attempt reset)."""
+        job_id = check_job_id(job_id)
+        if self.store.requeue(job_id):
+            log.info("job_requeued job=%s", job_id)
+            return
+        job = self.get(job_id)
+        raise InvalidTransition(
+            f"job {job_id} is {job.state.value}: only failed or cancelled jobs can be requeued"
+        )
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job:
+        """The job as stored now; `JobNotFound` for an unknown or malformed id."""
+        job_id = check_job_id(job_id)
+        job = self.store.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return job
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's flight recorder, oldest first."""
+        job_id = check_job_id(job_id)
+        events = self.store.events(job_id)
+        if not events and self.store.get(job_id) is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return events
+
+    def list(
+        self,
+        state: JobState | str | None = None,
+        kind: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Job]:
+        """Jobs newest first; pass the last id of a page as `after` for the next page."""
+        if state is not None:
+            try:
+                state = JobState(state)
+            except ValueError:
+                choices = ", ".join(s.value for s in JobState)
+                raise InvalidArgument(f"unknown state {state!r}: use one of {choices}") from None
+        limit = check_int(limit, "limit", 1)
+        if limit > MAX_LIST_LIMIT:
+            raise InvalidArgument(f"limit must be at most {MAX_LIST_LIMIT}, got {limit}")
+        if after is not None:
+            after = self.get(after).id
+        return self.store.list_jobs(state, kind, tenant, limit, after)
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Job:
+        """The job once terminal, or as it is when `timeout` seconds have passed."""
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        pause = 0.005
+        while True:
+            job = self.get(job_id)
+            remaining = deadline - time.monotonic()
+            if job.terminal or remaining <= 0:
+                return job
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.25)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _guard(self, lease: Lease, operation: str, write: Callable[[], T]) -> T:
+        """Run a lease-guarded write; an unreachable database means ownership is unknown."""
+        try:
+            result = write()
+        except StoreUnavailable as exc:
+            self._ownership_unknown(lease, operation, exc)
+            raise OwnershipUnknown(
+                f"job {lease.job_id}: {operation} could not reach the database ({exc}); "
+                "whether the lease still holds is unknown"
+            ) from exc
+        self._confirm_unconfirmed()
+        return result
+
+    def _lost(self, lease: Lease, operation: str, **detail: Any) -> NoReturn:
+        """Record the rejected write, then raise `LeaseLost` (or `JobNotFound`)."""
+        self._reject(lease, "result_rejected", operation, **detail)
+        raise LeaseLost(
+            f"job {lease.job_id}: token {lease.token} no longer holds the lease; the "
+            f"{operation} was rejected and nothing was published"
+        )
+
+    def _reject(self, lease: Lease, event: str, operation: str, **detail: Any) -> None:
+        exists = self.store.record_event(
+            lease.job_id,
+            event,
+            lease.token,
+            lease.owner_id,
+            _detail(operation=operation, reason="zero_rows", **detail),
+        )
+        if not exists:
+            raise JobNotFound(f"no job has the id {lease.job_id}")
+        log.warning(
+            "%s job=%s token=%d owner=%s operation=%s",
+            event,
+            lease.job_id,
+            lease.token,
+            lease.owner_id,
+            operation,
+        )
+
+    def _ownership_unknown(self, lease: Lease, operation: str, exc: Exception) -> None:
+        request_id = uuid.uuid4().hex[:12]
+        last = lease.lease_until.isoformat()
+        log.warning(
+            "ownership_unknown job=%s token=%d last_confirmed_lease=%s request=%s "
+            "operation=%s error=%s",
+            lease.job_id,
+            lease.token,
+            last,
+            request_id,
+            operation,
+            type(exc).__name__,
+        )
+        detail = _detail(
+            operation=operation,
+            last_confirmed_lease_until=last,
+            request_id=request_id,
+            error=type(exc).__name__,
+        )
+        with self._unconfirmed_lock:
+            self._unconfirmed.append((lease.job_id, lease.owner_id, lease.token, detail, last))
+
+    def _confirm_unconfirmed(self) -> None:
+        """Write the `ownership_unknown` events held back while the database was away."""
+        if not self._unconfirmed:
+            return
+        with self._unconfirmed_lock:
+            pending, self._unconfirmed = self._unconfirmed, []
+        for index, (job_id, owner_id, token, detail, _last) in enumerate(pending):
+            try:
+                self.store.record_event(job_id, "ownership_unknown", token, owner_id, detail)
+            except StoreUnavailable:
+                with self._unconfirmed_lock:
+                    self._unconfirmed[:0] = pending[index:]
+                return
+
+
+def _kinds(kinds: Sequence[str] | None) -> list[str] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidArgument("kinds must be a list of kind names, not one string")
+    return [check_name(kind, "kind") for kind in kinds]
+
+
+def _schedule(run_after: datetime | timedelta | float | None) -> tuple[datetime | None, float]:
+    """Split `run_after` into an absolute time or a delay from the database's now."""
+    if run_after is None:
+        return None, 0.0
+    if isinstance(run_after, datetime):
+        if run_after.tzinfo is None:
+            raise InvalidArgument("run_after must be timezone-aware (e.g. datetime.now(UTC))")
+        return run_after, 0.0
+    if isinstance(run_after, timedelta):
+        run_after = run_after.total_seconds()
+    if isinstance(run_after, bool) or not isinstance(run_after, int | float) or run_after < 0:
+        raise InvalidArgument("run_after must be a datetime, a timedelta or seconds >= 0")
+    return None, float(run_after)
+
+
+def connect(
+    url: str,
+    *,
+    migrate: bool = True,
+    timeout: float = 5.0,
+    pool_size: int = 4,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    backoff_base: float = 1.0,
+    backoff_cap: float = 300.0,
+) -> Ledger:
+    """Open the ledger at `url` (`sqlite:///file.db` or `postgresql://…`) and migrate it.
+
+    `timeout` bounds connecting and each statement (seconds); a lease operation that exceeds
+    it raises `OwnershipUnknown`.
+    """
+    ledger = Ledger(
+        open_store(url, timeout=check_seconds(timeout, "timeout"), pool_size=pool_size),
+        max_payload_bytes=max_payload_bytes,
+        default_max_attempts=default_max_attempts,
+        backoff_base=backoff_base,
+        backoff_cap=backoff_cap,
+    )
+    if migrate:
+        try:
+            ledger.migrate()
+        except BaseException:
+            ledger.close()
+            raise
+    return ledger

@@ -1,0 +1,129 @@
+"""The Store protocol: one method per ledger operation, implemented once per dialect.
+
+A store speaks in domain types (`Job`, `Lease`, `Event`) and in JSON text it is handed; it never
+raises a driver exception (connection trouble becomes `StoreUnavailable`). It reports a lost
+lease as a falsy result and leaves the raising of `LeaseLost` to the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from tenure.types import Event, Job, JobState, Lease
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated job to insert; JSON fields are canonical text."""
+
+    id: str
+    kind: str
+    tenant: str
+    max_attempts: int
+    idempotency_key: str | None
+    payload_json: str
+    payload_sha256: str
+    run_at: datetime | None
+    delay_seconds: float
+    priority: int
+    detail_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedJob:
+    """The job already holding an idempotency key."""
+
+    id: str
+    kind: str
+    payload_sha256: str
+
+
+class Store(Protocol):
+    """What the ledger needs from a database. See the module docstring."""
+
+    def migrate(self) -> list[int]:
+        """Apply missing migrations under a lock; return the versions applied now."""
+        ...
+
+    def now(self) -> datetime:
+        """The database's clock."""
+        ...
+
+    def submit(self, job: NewJob) -> bool:
+        """Insert the job and its `job_submitted` event; False if its key was already used."""
+        ...
+
+    def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
+        """The job holding `idempotency_key` for `tenant`, if any."""
+        ...
+
+    def claim(
+        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+    ) -> list[Lease]:
+        """Settle expired leases and take up to `limit` claimable jobs, atomically."""
+        ...
+
+    def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
+        """Renew the leases still held; return the new lease end of each renewed job id."""
+        ...
+
+    def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
+        """Advance the cursor and store the checkpoint, if the lease still holds."""
+        ...
+
+    def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
+        """Mark the job succeeded with its result, if the lease still holds."""
+        ...
+
+    def fail(
+        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
+    ) -> JobState | None:
+        """Fail the attempt: queued again after `retry_delay` if attempts remain, else failed.
+
+        None when the lease no longer holds.
+        """
+        ...
+
+    def release(self, lease: Lease) -> bool:
+        """Give the job back without spending the attempt, if the lease still holds."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued or running job and bump its token in one write; False otherwise."""
+        ...
+
+    def requeue(self, job_id: str) -> bool:
+        """Make a failed or cancelled job claimable again; False otherwise."""
+        ...
+
+    def record_event(
+        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+    ) -> bool:
+        """Append an event in its own transaction; False if the job does not exist."""
+        ...
+
+    def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        ...
+
+    def list_jobs(
+        self,
+        state: JobState | None,
+        kind: str | None,
+        tenant: str | None,
+        limit: int,
+        after: str | None,
+    ) -> list[Job]:
+        """Jobs newest first, filtered, starting after the job `after`."""
+        ...
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's events in order."""
+        ...
+
+    def close(self) -> None:
+        """Release every connection. Idempotent."""
+        ...

@@ -1,0 +1,261 @@
+-- Named queries of the PostgreSQL store, one block per store method (`-- name: NAME`).
+-- Every statement reads the clock once, from `clock` (clock_timestamp(), not now(): now() is the
+-- start of the transaction). Lease-guarded writes say state, owner_id, fencing_token and
+-- lease_until > clock.now in their WHERE; the store turns zero rows into LeaseLost.
+
+-- name: now
+SELECT clock_timestamp() AS now;
+
+-- name: submit
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+inserted AS (
+    INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
+                             payload_sha256, run_after, priority, created_at, updated_at)
+    SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
+           %(payload)s::jsonb, %(payload_sha256)s,
+           COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
+           %(priority)s, clock.now, clock.now
+    FROM clock
+    ON CONFLICT (tenant, idempotency_key) DO NOTHING
+    RETURNING id, created_at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_submitted', created_at, 0, NULL, %(detail)s::jsonb FROM inserted
+)
+SELECT id::text AS id FROM inserted;
+
+-- name: find_by_key
+SELECT id::text AS id, kind, payload_sha256
+FROM tenure_jobs
+WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: claim
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+exhausted AS (
+    SELECT j.id FROM tenure_jobs j, clock
+    WHERE j.state = 'running' AND j.lease_until <= clock.now AND j.attempt >= j.max_attempts
+      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+    FOR UPDATE OF j SKIP LOCKED
+),
+expired_out AS (
+    UPDATE tenure_jobs j
+    SET state = 'failed', lease_until = NULL, updated_at = clock.now,
+        error = jsonb_build_object('code', 'lease_expired',
+                                   'message', 'the lease of the last allowed attempt expired')
+    FROM exhausted, clock
+    WHERE j.id = exhausted.id
+    RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, clock.now AS at
+),
+candidate AS (
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner FROM tenure_jobs j, clock
+    WHERE ((j.state = 'queued' AND j.run_after <= clock.now)
+        OR (j.state = 'running' AND j.lease_until <= clock.now AND j.attempt < j.max_attempts))
+      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+    ORDER BY j.priority DESC, j.seq
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+claimed AS (
+    UPDATE tenure_jobs j
+    SET state = 'running', owner_id = %(owner_id)s,
+        lease_until = clock.now + make_interval(secs => %(lease_seconds)s),
+        heartbeat_at = clock.now, fencing_token = j.fencing_token + 1,
+        attempt = j.attempt + 1, updated_at = clock.now
+    FROM candidate, clock
+    WHERE j.id = candidate.id
+    RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
+              j.step, j.checkpoint, j.lease_until, j.priority, j.seq,
+              clock.now AS claimed_at, candidate.was_state, candidate.was_owner
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT job_id, type, at, token, owner_id, detail FROM (
+        SELECT e.id AS job_id, 'lease_expired' AS type, e.at, e.fencing_token AS token,
+               e.owner_id, jsonb_build_object('attempt', e.attempt, 'then', 'failed') AS detail,
+               1 AS ord
+        FROM expired_out e
+        UNION ALL
+        SELECT e.id, 'job_failed', e.at, e.fencing_token, e.owner_id,
+               jsonb_build_object('code', 'lease_expired', 'attempt', e.attempt), 2
+        FROM expired_out e
+        UNION ALL
+        SELECT c.id, 'lease_expired', c.claimed_at, c.fencing_token - 1, c.was_owner,
+               jsonb_build_object('attempt', c.attempt - 1, 'then', 'reclaimed'), 3
+        FROM claimed c WHERE c.was_state = 'running'
+        UNION ALL
+        SELECT c.id, 'job_claimed', c.claimed_at, c.fencing_token, %(owner_id)s,
+               jsonb_build_object('attempt', c.attempt, 'lease_until', c.lease_until), 4
+        FROM claimed c
+    ) AS pending
+    ORDER BY ord, job_id
+)
+SELECT id::text AS id, kind, tenant, fencing_token, attempt, max_attempts, payload, step,
+       checkpoint, lease_until, claimed_at
+FROM claimed
+ORDER BY priority DESC, seq;
+
+-- name: extend_many
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+held AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(owner_ids)s::text[], %(tokens)s::bigint[],
+                         %(seconds)s::float8[]) AS h (job_id, owner_id, token, seconds)
+)
+UPDATE tenure_jobs j
+SET lease_until = clock.now + make_interval(secs => held.seconds), heartbeat_at = clock.now
+FROM held, clock
+WHERE j.id = held.job_id AND j.state = 'running' AND j.owner_id = held.owner_id
+  AND j.fencing_token = held.token AND j.lease_until > clock.now
+RETURNING j.id::text AS id, j.lease_until;
+
+-- name: save_step
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+saved AS (
+    UPDATE tenure_jobs j
+    SET step = %(step)s, checkpoint = %(checkpoint)s::jsonb, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'step_saved', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM saved
+)
+SELECT id::text AS id FROM saved;
+
+-- name: complete
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+done AS (
+    UPDATE tenure_jobs j
+    SET state = 'succeeded', result = %(result)s::jsonb, lease_until = NULL,
+        updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_succeeded', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM done
+)
+SELECT id::text AS id FROM done;
+
+-- name: fail
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+failed AS (
+    UPDATE tenure_jobs j
+    SET state = CASE WHEN %(retry_delay)s::float8 IS NOT NULL AND j.attempt < j.max_attempts
+                     THEN 'queued' ELSE 'failed' END,
+        run_after = CASE WHEN %(retry_delay)s::float8 IS NOT NULL AND j.attempt < j.max_attempts
+                         THEN clock.now + make_interval(secs => %(retry_delay)s::float8)
+                         ELSE j.run_after END,
+        owner_id = CASE WHEN %(retry_delay)s::float8 IS NOT NULL AND j.attempt < j.max_attempts
+                        THEN NULL ELSE j.owner_id END,
+        lease_until = NULL, error = %(error)s::jsonb, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, j.state, j.attempt, j.run_after, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, CASE WHEN state = 'queued' THEN 'job_retry_scheduled' ELSE 'job_failed' END,
+           at, %(token)s, %(owner_id)s,
+           %(detail)s::jsonb || jsonb_build_object('attempt', attempt, 'run_after', run_after)
+    FROM failed
+)
+SELECT id::text AS id, state FROM failed;
+
+-- name: release
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+released AS (
+    UPDATE tenure_jobs j
+    SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = j.attempt - 1,
+        run_after = clock.now, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_released', at, %(token)s, %(owner_id)s, '{}'::jsonb FROM released
+)
+SELECT id::text AS id FROM released;
+
+-- name: cancel
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+before AS (
+    SELECT id, state FROM tenure_jobs WHERE id = %(job_id)s::uuid
+),
+cancelled AS (
+    UPDATE tenure_jobs j
+    SET state = 'cancelled', fencing_token = j.fencing_token + 1, lease_until = NULL,
+        updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state IN ('queued', 'running')
+    RETURNING j.id, j.fencing_token, j.owner_id, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT c.id, 'job_cancelled', c.at, c.fencing_token, c.owner_id,
+           jsonb_build_object('was', b.state)
+    FROM cancelled c JOIN before b ON b.id = c.id
+)
+SELECT id::text AS id FROM cancelled;
+
+-- name: requeue
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+before AS (
+    SELECT id, state FROM tenure_jobs WHERE id = %(job_id)s::uuid
+),
+requeued AS (
+    UPDATE tenure_jobs j
+    SET state = 'queued', attempt = 0, owner_id = NULL, lease_until = NULL, error = NULL,
+        run_after = clock.now, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state IN ('failed', 'cancelled')
+    RETURNING j.id, j.fencing_token, clock.now AS at
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT r.id, 'job_requeued', r.at, r.fencing_token, NULL, jsonb_build_object('was', b.state)
+    FROM requeued r JOIN before b ON b.id = r.id
+)
+SELECT id::text AS id FROM requeued;
+
+-- name: record_event
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+SELECT j.id, %(type)s, clock_timestamp(), %(token)s, %(owner_id)s,
+       %(detail)s::jsonb
+       || jsonb_build_object('current_token', j.fencing_token, 'state', j.state)
+FROM tenure_jobs j
+WHERE j.id = %(job_id)s::uuid
+RETURNING seq;
+
+-- name: get
+SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
+       attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
+       result, error, run_after, priority, created_at, updated_at
+FROM tenure_jobs
+WHERE id = %(job_id)s::uuid;
+
+-- name: list
+SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
+       attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
+       result, error, run_after, priority, created_at, updated_at
+FROM tenure_jobs
+WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(after)s::uuid IS NULL
+       OR seq < (SELECT seq FROM tenure_jobs WHERE id = %(after)s::uuid))
+ORDER BY seq DESC
+LIMIT %(limit)s;
+
+-- name: events
+SELECT seq, job_id::text AS job_id, type, at, token, owner_id, detail
+FROM tenure_events
+WHERE job_id = %(job_id)s::uuid
+ORDER BY seq;

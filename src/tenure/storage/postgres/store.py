@@ -1,0 +1,310 @@
+"""The PostgreSQL store: the engine a fleet of workers on many machines shares.
+
+Each operation is one statement (data-modifying CTEs write the event beside the transition) on
+an autocommit connection from a psycopg_pool pool: one round trip per operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, LiteralString
+
+import psycopg
+import psycopg_pool
+from psycopg import conninfo
+from psycopg.rows import DictRow, dict_row
+
+from tenure.errors import StoreUnavailable, UnsupportedDatabase
+from tenure.storage.base import KeyedJob, NewJob
+from tenure.storage.migrate import load_migrations
+from tenure.storage.postgres.watchdog import Watchdog, sever_socket
+from tenure.storage.queries import load_queries
+from tenure.storage.rows import Decoder, event_from_row, job_from_row, json_value, lease_from_row
+from tenure.types import Event, Job, JobState, Lease
+
+Q = load_queries(__package__ or "tenure.storage.postgres")
+_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
+    version integer PRIMARY KEY, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"""
+# The client-side deadline sits past the server's statement_timeout, which normally fires first.
+_CLIENT_GRACE_SECONDS = 0.5
+# One lock per schema, so that two tenure schemas in one database migrate independently.
+_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':tenure:migrate'))"
+
+
+def read_time(value: Any) -> datetime:
+    """PostgreSQL hands back aware datetimes; tenure speaks UTC."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a timestamp, got {type(value).__name__}")
+    return value.astimezone(UTC)
+
+
+DECODE = Decoder(time=read_time, json=json_value)
+
+
+def build_conninfo(url: str, timeout: float) -> str:
+    """The URL plus client-side bounds: connect timeout, statement timeout, UTC, keepalives."""
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise UnsupportedDatabase(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    millis = max(1, int(timeout * 1000))
+    options = str(params.get("options") or "")
+    options += f" -c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"
+    params.update(
+        options=options.strip(),
+        connect_timeout=max(1, round(timeout)),
+        application_name=params.get("application_name") or "tenure",
+        keepalives=1,
+        keepalives_idle=max(1, round(timeout)),
+        keepalives_interval=1,
+        keepalives_count=max(1, round(timeout)),
+        tcp_user_timeout=millis,
+    )
+    return conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def _where(url: str) -> str:
+    """Host and database of a URL for messages, without the password."""
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "PostgreSQL"
+    return f"PostgreSQL at {params.get('host', 'localhost')}/{params.get('dbname', '')}"
+
+
+class PostgresStore:
+    """A pool of autocommit connections; one statement per operation."""
+
+    def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
+        self._where = _where(url)
+        self._timeout = timeout
+        self._watchdog = Watchdog(_sever_connection)
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[DictRow]] = (
+            psycopg_pool.ConnectionPool(
+                build_conninfo(url, timeout),
+                min_size=1,
+                max_size=max(1, pool_size),
+                kwargs={"autocommit": True, "row_factory": dict_row},
+                connection_class=psycopg.Connection[DictRow],
+                timeout=timeout,
+                open=False,
+                name="tenure",
+            )
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except psycopg_pool.PoolTimeout as exc:
+            self._pool.close()
+            raise StoreUnavailable(
+                f"cannot connect to {self._where} within {timeout:g}s: is it running, "
+                "and does the URL name the right host, user and database?"
+            ) from exc
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreUnavailable(f"no connection to {self._where}: {exc}") from exc
+        except psycopg_pool.PoolClosed as exc:
+            raise StoreUnavailable("this ledger is closed") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"{self._where} did not answer: {exc}") from exc
+
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[DictRow]:
+        deadline = self._timeout + _CLIENT_GRACE_SECONDS
+        with (
+            self._translate(),
+            self._pool.connection() as conn,
+            self._watchdog.deadline(deadline, conn),
+        ):
+            return conn.execute(Q[name], params).fetchall()
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply missing migrations in one transaction under an advisory lock."""
+        applied_now: list[int] = []
+        with self._translate(), self._pool.connection() as conn, conn.transaction():
+            conn.execute(_MIGRATION_LOCK)
+            conn.execute(_VERSION_TABLE)
+            done = {
+                row["version"] for row in conn.execute("SELECT version FROM tenure_schema_version")
+            }
+            for migration in load_migrations(__package__ or "tenure.storage.postgres"):
+                if migration.version in done:
+                    continue
+                # Our own packaged file, never user input.
+                conn.execute(migration.sql.encode())
+                conn.execute(
+                    "INSERT INTO tenure_schema_version (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+                applied_now.append(migration.version)
+        return applied_now
+
+    def now(self) -> datetime:
+        """PostgreSQL's clock_timestamp()."""
+        return read_time(self._fetch("now")[0]["now"])
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, job: NewJob) -> bool:
+        """Insert unless the tenant's key exists; one statement with its event."""
+        rows = self._fetch(
+            "submit",
+            {
+                "id": job.id,
+                "kind": job.kind,
+                "tenant": job.tenant,
+                "max_attempts": job.max_attempts,
+                "idempotency_key": job.idempotency_key,
+                "payload": job.payload_json,
+                "payload_sha256": job.payload_sha256,
+                "run_at": job.run_at,
+                "delay": job.delay_seconds,
+                "priority": job.priority,
+                "detail": job.detail_json,
+            },
+        )
+        return bool(rows)
+
+    def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
+        """The job holding the key, if any."""
+        rows = self._fetch("find_by_key", {"tenant": tenant, "idempotency_key": idempotency_key})
+        if not rows:
+            return None
+        return KeyedJob(rows[0]["id"], rows[0]["kind"], rows[0]["payload_sha256"])
+
+    def claim(
+        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+    ) -> list[Lease]:
+        """One statement: settle expired leases, lock candidates SKIP LOCKED, take them."""
+        rows = self._fetch(
+            "claim",
+            {
+                "owner_id": owner_id,
+                "kinds": None if kinds is None else list(kinds),
+                "lease_seconds": lease_seconds,
+                "limit": limit,
+            },
+        )
+        return [lease_from_row(row, owner_id, lease_seconds, DECODE) for row in rows]
+
+    def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
+        """One UPDATE over unnest() renews every lease still held."""
+        if not leases:
+            return {}
+        rows = self._fetch(
+            "extend_many",
+            {
+                "job_ids": [lease.job_id for lease in leases],
+                "owner_ids": [lease.owner_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "seconds": [float(s) for s in seconds],
+            },
+        )
+        return {row["id"]: read_time(row["lease_until"]) for row in rows}
+
+    def _guarded(self, name: LiteralString, lease: Lease, **values: Any) -> list[DictRow]:
+        return self._fetch(
+            name,
+            {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token, **values},
+        )
+
+    def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
+        """Advance the cursor if the lease holds."""
+        return bool(
+            self._guarded(
+                "save_step", lease, step=step, checkpoint=checkpoint_json, detail=detail_json
+            )
+        )
+
+    def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
+        """Succeed the job if the lease holds."""
+        return bool(self._guarded("complete", lease, result=result_json, detail=detail_json))
+
+    def fail(
+        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
+    ) -> JobState | None:
+        """Fail the attempt if the lease holds."""
+        rows = self._guarded(
+            "fail", lease, error=error_json, retry_delay=retry_delay, detail=detail_json
+        )
+        return JobState(rows[0]["state"]) if rows else None
+
+    def release(self, lease: Lease) -> bool:
+        """Give the job back if the lease holds."""
+        return bool(self._guarded("release", lease))
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel and bump the token in one write."""
+        return bool(self._fetch("cancel", {"job_id": job_id}))
+
+    def requeue(self, job_id: str) -> bool:
+        """Make a failed or cancelled job claimable again."""
+        return bool(self._fetch("requeue", {"job_id": job_id}))
+
+    def record_event(
+        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+    ) -> bool:
+        """Append an event (autocommit: its own transaction)."""
+        return bool(
+            self._fetch(
+                "record_event",
+                {
+                    "job_id": job_id,
+                    "type": type,
+                    "token": token,
+                    "owner_id": owner_id,
+                    "detail": detail_json,
+                },
+            )
+        )
+
+    def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        rows = self._fetch("get", {"job_id": job_id})
+        return job_from_row(rows[0], DECODE) if rows else None
+
+    def list_jobs(
+        self,
+        state: JobState | None,
+        kind: str | None,
+        tenant: str | None,
+        limit: int,
+        after: str | None,
+    ) -> list[Job]:
+        """Newest first, filtered, paged by `after`."""
+        rows = self._fetch(
+            "list",
+            {
+                "state": None if state is None else state.value,
+                "kind": kind,
+                "tenant": tenant,
+                "limit": limit,
+                "after": after,
+            },
+        )
+        return [job_from_row(row, DECODE) for row in rows]
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's events in order."""
+        return [event_from_row(row, DECODE) for row in self._fetch("events", {"job_id": job_id})]
+
+    def close(self) -> None:
+        """Close the pool and stop the watchdog. Idempotent."""
+        self._pool.close()
+        self._watchdog.stop()
+
+
+def _sever_connection(conn: object) -> None:
+    if isinstance(conn, psycopg.Connection) and not conn.closed:
+        try:
+            fileno = conn.pgconn.socket
+        except psycopg.OperationalError:
+            return
+        sever_socket(fileno)

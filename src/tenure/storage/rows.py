@@ -1,0 +1,98 @@
+"""Row → domain type conversion shared by both stores (each hands in its own time reader)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from tenure.types import Event, Job, JobState, Lease
+
+
+class Row(Protocol):
+    """A driver row addressable by column name (sqlite3.Row, psycopg's dict rows)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decoder:
+    """How a dialect's driver hands back times and JSON columns."""
+
+    time: Callable[[Any], datetime]
+    json: Callable[[Any], Any]
+
+
+def json_text(value: Any) -> Any:
+    """A JSON column stored as text (SQLite); NULL stays None."""
+    return None if value is None else json.loads(value)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON column the driver already decoded (PostgreSQL jsonb)."""
+    return value
+
+
+def job_from_row(row: Row, decode: Decoder) -> Job:
+    """A `Job` from a row of the `get`/`list` queries."""
+
+    def maybe_time(value: Any) -> datetime | None:
+        return None if value is None else decode.time(value)
+
+    return Job(
+        id=str(row["id"]),
+        kind=row["kind"],
+        tenant=row["tenant"],
+        state=JobState(row["state"]),
+        owner_id=row["owner_id"],
+        lease_until=maybe_time(row["lease_until"]),
+        fencing_token=int(row["fencing_token"]),
+        heartbeat_at=maybe_time(row["heartbeat_at"]),
+        attempt=int(row["attempt"]),
+        max_attempts=int(row["max_attempts"]),
+        idempotency_key=row["idempotency_key"],
+        payload=decode.json(row["payload"]),
+        payload_sha256=row["payload_sha256"],
+        step=int(row["step"]),
+        checkpoint=decode.json(row["checkpoint"]),
+        result=decode.json(row["result"]),
+        error=decode.json(row["error"]),
+        run_after=decode.time(row["run_after"]),
+        priority=int(row["priority"]),
+        created_at=decode.time(row["created_at"]),
+        updated_at=decode.time(row["updated_at"]),
+    )
+
+
+def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decoder) -> Lease:
+    """A `Lease` from a row the claim query returned."""
+    return Lease(
+        job_id=str(row["id"]),
+        kind=row["kind"],
+        tenant=row["tenant"],
+        owner_id=owner_id,
+        token=int(row["fencing_token"]),
+        attempt=int(row["attempt"]),
+        max_attempts=int(row["max_attempts"]),
+        lease_seconds=lease_seconds,
+        claimed_at=decode.time(row["claimed_at"]),
+        lease_until=decode.time(row["lease_until"]),
+        payload=decode.json(row["payload"]),
+        step=int(row["step"]),
+        checkpoint=decode.json(row["checkpoint"]),
+    )
+
+
+def event_from_row(row: Row, decode: Decoder) -> Event:
+    """An `Event` from a row of the `events` query."""
+    return Event(
+        seq=int(row["seq"]),
+        job_id=str(row["job_id"]),
+        type=row["type"],
+        at=decode.time(row["at"]),
+        token=None if row["token"] is None else int(row["token"]),
+        owner_id=row["owner_id"],
+        detail=decode.json(row["detail"]) or {},
+    )

@@ -1,0 +1,143 @@
+-- Named queries of the SQLite store, one block per step of a store method (`-- name: NAME`).
+-- Writes run inside BEGIN IMMEDIATE; `:now` is read from SQLite's clock (query `now`) once the
+-- write lock is held, so every comparison in the transaction uses one database time.
+-- Lease-guarded writes say state, owner_id, fencing_token and lease_until > :now in their WHERE.
+
+-- name: now
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: submit
+INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
+                         payload_sha256, run_after, priority, created_at, updated_at)
+VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
+        COALESCE(:run_at, :now + :delay), :priority, :now, :now)
+ON CONFLICT (tenant, idempotency_key) DO NOTHING
+RETURNING id;
+
+-- name: find_by_key
+SELECT id, kind, payload_sha256
+FROM tenure_jobs
+WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
+
+-- name: insert_event
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+VALUES (:job_id, :type, :now, :token, :owner_id, :detail);
+
+-- name: claim_exhausted
+UPDATE tenure_jobs
+SET state = 'failed', lease_until = NULL, updated_at = :now,
+    error = json_object('code', 'lease_expired',
+                        'message', 'the lease of the last allowed attempt expired')
+WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+RETURNING id, fencing_token, owner_id, attempt;
+
+-- name: claim_candidates
+SELECT id, state, owner_id FROM tenure_jobs
+WHERE ((state = 'queued' AND run_after <= :now)
+    OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts))
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+ORDER BY priority DESC, rowid
+LIMIT :limit;
+
+-- name: claim_take
+UPDATE tenure_jobs
+SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds,
+    heartbeat_at = :now, fencing_token = fencing_token + 1, attempt = attempt + 1,
+    updated_at = :now
+WHERE id = :id
+RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
+          lease_until, :now AS claimed_at;
+
+-- name: extend
+UPDATE tenure_jobs
+SET lease_until = :now + :lease_seconds, heartbeat_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id, lease_until;
+
+-- name: save_step
+UPDATE tenure_jobs
+SET step = :step, checkpoint = :checkpoint, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: complete
+UPDATE tenure_jobs
+SET state = 'succeeded', result = :result, lease_until = NULL, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: fail
+UPDATE tenure_jobs
+SET state = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
+                 THEN 'queued' ELSE 'failed' END,
+    run_after = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
+                     THEN :now + :retry_delay ELSE run_after END,
+    owner_id = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
+                    THEN NULL ELSE owner_id END,
+    lease_until = NULL, error = :error, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id, state, attempt, run_after;
+
+-- name: release
+UPDATE tenure_jobs
+SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
+    run_after = :now, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: state_of
+SELECT state FROM tenure_jobs WHERE id = :job_id;
+
+-- name: cancel
+UPDATE tenure_jobs
+SET state = 'cancelled', fencing_token = fencing_token + 1, lease_until = NULL,
+    updated_at = :now
+WHERE id = :job_id AND state IN ('queued', 'running')
+RETURNING id, fencing_token, owner_id;
+
+-- name: requeue
+UPDATE tenure_jobs
+SET state = 'queued', attempt = 0, owner_id = NULL, lease_until = NULL, error = NULL,
+    run_after = :now, updated_at = :now
+WHERE id = :job_id AND state IN ('failed', 'cancelled')
+RETURNING id, fencing_token;
+
+-- name: record_event
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+SELECT id, :type, :now, :token, :owner_id,
+       json_patch(:detail, json_object('current_token', fencing_token, 'state', state))
+FROM tenure_jobs
+WHERE id = :job_id
+RETURNING seq;
+
+-- name: get
+SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
+       max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
+       run_after, priority, created_at, updated_at
+FROM tenure_jobs
+WHERE id = :job_id;
+
+-- name: list
+SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
+       max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
+       run_after, priority, created_at, updated_at
+FROM tenure_jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND (:after IS NULL
+       OR rowid < (SELECT rowid FROM tenure_jobs WHERE id = :after))
+ORDER BY rowid DESC
+LIMIT :limit;
+
+-- name: events
+SELECT seq, job_id, type, at, token, owner_id, detail
+FROM tenure_events
+WHERE job_id = :job_id
+ORDER BY seq;

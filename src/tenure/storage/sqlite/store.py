@@ -1,0 +1,446 @@
+"""The SQLite store: the embedded default for one machine (WAL, BEGIN IMMEDIATE, own clock)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tenure.errors import StoreUnavailable, UnsupportedDatabase
+from tenure.storage.base import KeyedJob, NewJob
+from tenure.storage.migrate import load_migrations
+from tenure.storage.queries import load_queries
+from tenure.storage.rows import Decoder, event_from_row, job_from_row, json_text, lease_from_row
+from tenure.types import Event, Job, JobState, Lease
+
+Q = load_queries(__package__ or "tenure.storage.sqlite")
+_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"""
+
+
+def read_time(value: Any) -> datetime:
+    """SQLite keeps times as REAL seconds since the epoch."""
+    return datetime.fromtimestamp(float(value), UTC)
+
+
+DECODE = Decoder(time=read_time, json=json_text)
+
+
+def path_from_url(url: str) -> str:
+    """`sqlite:///rel.db` → `rel.db`; `sqlite:////abs/x.db` → `/abs/x.db`."""
+    rest = url.removeprefix("sqlite://").split("?", 1)[0]
+    path = rest[1:] if rest.startswith("/") else rest
+    if not path or path == ":memory:":
+        raise UnsupportedDatabase(
+            "a SQLite URL needs a file path, e.g. sqlite:///tenure.db or sqlite:////tmp/t.db "
+            "(several connections share the file, so :memory: cannot work)"
+        )
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UnsupportedDatabase(f"the folder {parent} for the SQLite file does not exist")
+    return path
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class SqliteStore:
+    """One connection per thread to one WAL database file."""
+
+    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+        self.path = path_from_url(url)
+        self._timeout = timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- connections and transactions -------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreUnavailable("this ledger is closed")
+        with self._translate():
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"SQLite database {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnavailable(f"SQLite database {self.path} is unusable: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """BEGIN IMMEDIATE; yield the connection and the clock read under the write lock."""
+        conn = self._conn()
+        with self._translate():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                now = float(conn.execute(Q["now"]).fetchone()[0])
+                yield conn, now
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _read(self, name: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+        with self._translate():
+            return self._conn().execute(Q[name], params).fetchall()
+
+    @staticmethod
+    def _event(
+        conn: sqlite3.Connection,
+        now: float,
+        job_id: str,
+        type: str,
+        token: int | None,
+        owner_id: str | None,
+        detail: dict[str, Any] | str,
+    ) -> None:
+        detail_json = detail if isinstance(detail, str) else _dumps(detail)
+        conn.execute(
+            Q["insert_event"],
+            {
+                "job_id": job_id,
+                "type": type,
+                "now": now,
+                "token": token,
+                "owner_id": owner_id,
+                "detail": detail_json,
+            },
+        )
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply missing migrations inside one BEGIN IMMEDIATE (the lock)."""
+        applied_now: list[int] = []
+        with self._write() as (conn, now):
+            conn.execute(_VERSION_TABLE)
+            done = {row[0] for row in conn.execute("SELECT version FROM tenure_schema_version")}
+            for migration in load_migrations(__package__ or "tenure.storage.sqlite"):
+                if migration.version in done:
+                    continue
+                for statement in _statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO tenure_schema_version (version, name, applied_at) "
+                    "VALUES (?, ?, ?)",
+                    (migration.version, migration.name, now),
+                )
+                applied_now.append(migration.version)
+        return applied_now
+
+    def now(self) -> datetime:
+        """SQLite's clock (the clock of the machine holding the file)."""
+        return read_time(self._read("now", {})[0][0])
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, job: NewJob) -> bool:
+        """Insert unless the tenant's key exists; the event goes in the same transaction."""
+        run_at = None if job.run_at is None else job.run_at.timestamp()
+        with self._write() as (conn, now):
+            row = conn.execute(
+                Q["submit"],
+                {
+                    "id": job.id,
+                    "kind": job.kind,
+                    "tenant": job.tenant,
+                    "max_attempts": job.max_attempts,
+                    "idempotency_key": job.idempotency_key,
+                    "payload": job.payload_json,
+                    "payload_sha256": job.payload_sha256,
+                    "run_at": run_at,
+                    "delay": job.delay_seconds,
+                    "priority": job.priority,
+                    "now": now,
+                },
+            ).fetchone()
+            if row is None:
+                return False
+            self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
+            return True
+
+    def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
+        """The job holding the key, if any."""
+        rows = self._read("find_by_key", {"tenant": tenant, "idempotency_key": idempotency_key})
+        if not rows:
+            return None
+        return KeyedJob(rows[0]["id"], rows[0]["kind"], rows[0]["payload_sha256"])
+
+    def claim(
+        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+    ) -> list[Lease]:
+        """Settle expired leases, then take up to `limit` jobs, in one IMMEDIATE transaction."""
+        kinds_json = None if kinds is None else json.dumps(list(kinds))
+        leases: list[Lease] = []
+        with self._write() as (conn, now):
+            params = {"now": now, "kinds": kinds_json}
+            for row in conn.execute(Q["claim_exhausted"], params).fetchall():
+                token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
+                self._event(
+                    conn,
+                    now,
+                    row["id"],
+                    "lease_expired",
+                    token,
+                    owner,
+                    {"attempt": attempt, "then": "failed"},
+                )
+                self._event(
+                    conn,
+                    now,
+                    row["id"],
+                    "job_failed",
+                    token,
+                    owner,
+                    {"code": "lease_expired", "attempt": attempt},
+                )
+            candidates = conn.execute(Q["claim_candidates"], {**params, "limit": limit}).fetchall()
+            for candidate in candidates:
+                row = conn.execute(
+                    Q["claim_take"],
+                    {
+                        "id": candidate["id"],
+                        "owner_id": owner_id,
+                        "now": now,
+                        "lease_seconds": lease_seconds,
+                    },
+                ).fetchone()
+                lease = lease_from_row(row, owner_id, lease_seconds, DECODE)
+                if candidate["state"] == JobState.RUNNING:
+                    self._event(
+                        conn,
+                        now,
+                        lease.job_id,
+                        "lease_expired",
+                        lease.token - 1,
+                        candidate["owner_id"],
+                        {"attempt": lease.attempt - 1, "then": "reclaimed"},
+                    )
+                self._event(
+                    conn,
+                    now,
+                    lease.job_id,
+                    "job_claimed",
+                    lease.token,
+                    owner_id,
+                    {"attempt": lease.attempt, "lease_until": lease.lease_until.isoformat()},
+                )
+                leases.append(lease)
+        return leases
+
+    def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
+        """Renew each lease still held, in one transaction."""
+        renewed: dict[str, datetime] = {}
+        with self._write() as (conn, now):
+            for lease, lease_seconds in zip(leases, seconds, strict=True):
+                row = conn.execute(
+                    Q["extend"],
+                    {
+                        "job_id": lease.job_id,
+                        "owner_id": lease.owner_id,
+                        "token": lease.token,
+                        "now": now,
+                        "lease_seconds": lease_seconds,
+                    },
+                ).fetchone()
+                if row is not None:
+                    renewed[lease.job_id] = read_time(row["lease_until"])
+        return renewed
+
+    def _guarded(
+        self, name: str, lease: Lease, event: str | None, detail_json: str, **values: Any
+    ) -> sqlite3.Row | None:
+        """Run one lease-guarded UPDATE and, if it found the row, write its event."""
+        with self._write() as (conn, now):
+            row: sqlite3.Row | None = conn.execute(
+                Q[name],
+                {
+                    "job_id": lease.job_id,
+                    "owner_id": lease.owner_id,
+                    "token": lease.token,
+                    "now": now,
+                    **values,
+                },
+            ).fetchone()
+            if row is not None and event is not None:
+                self._event(
+                    conn, now, lease.job_id, event, lease.token, lease.owner_id, detail_json
+                )
+            return row
+
+    def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
+        """Advance the cursor if the lease holds."""
+        return (
+            self._guarded(
+                "save_step", lease, "step_saved", detail_json, step=step, checkpoint=checkpoint_json
+            )
+            is not None
+        )
+
+    def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
+        """Succeed the job if the lease holds."""
+        return (
+            self._guarded("complete", lease, "job_succeeded", detail_json, result=result_json)
+            is not None
+        )
+
+    def fail(
+        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
+    ) -> JobState | None:
+        """Fail the attempt if the lease holds; the event names what became of the job."""
+        with self._write() as (conn, now):
+            row = conn.execute(
+                Q["fail"],
+                {
+                    "job_id": lease.job_id,
+                    "owner_id": lease.owner_id,
+                    "token": lease.token,
+                    "now": now,
+                    "error": error_json,
+                    "retry_delay": retry_delay,
+                },
+            ).fetchone()
+            if row is None:
+                return None
+            state = JobState(row["state"])
+            detail = {
+                **json.loads(detail_json),
+                "attempt": row["attempt"],
+                "run_after": read_time(row["run_after"]).isoformat(),
+            }
+            event = "job_retry_scheduled" if state is JobState.QUEUED else "job_failed"
+            self._event(conn, now, lease.job_id, event, lease.token, lease.owner_id, detail)
+            return state
+
+    def release(self, lease: Lease) -> bool:
+        """Give the job back if the lease holds."""
+        return self._guarded("release", lease, "job_released", "{}") is not None
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel and bump the token in one write."""
+        with self._write() as (conn, now):
+            was = conn.execute(Q["state_of"], {"job_id": job_id}).fetchone()
+            row = conn.execute(Q["cancel"], {"job_id": job_id, "now": now}).fetchone()
+            if row is None:
+                return False
+            self._event(
+                conn,
+                now,
+                job_id,
+                "job_cancelled",
+                row["fencing_token"],
+                row["owner_id"],
+                {"was": was["state"]},
+            )
+            return True
+
+    def requeue(self, job_id: str) -> bool:
+        """Make a failed or cancelled job claimable again."""
+        with self._write() as (conn, now):
+            was = conn.execute(Q["state_of"], {"job_id": job_id}).fetchone()
+            row = conn.execute(Q["requeue"], {"job_id": job_id, "now": now}).fetchone()
+            if row is None:
+                return False
+            self._event(
+                conn, now, job_id, "job_requeued", row["fencing_token"], None, {"was": was["state"]}
+            )
+            return True
+
+    def record_event(
+        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+    ) -> bool:
+        """Append an event in its own transaction."""
+        with self._write() as (conn, now):
+            row = conn.execute(
+                Q["record_event"],
+                {
+                    "job_id": job_id,
+                    "type": type,
+                    "now": now,
+                    "token": token,
+                    "owner_id": owner_id,
+                    "detail": detail_json,
+                },
+            ).fetchone()
+            return row is not None
+
+    def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        rows = self._read("get", {"job_id": job_id})
+        return job_from_row(rows[0], DECODE) if rows else None
+
+    def list_jobs(
+        self,
+        state: JobState | None,
+        kind: str | None,
+        tenant: str | None,
+        limit: int,
+        after: str | None,
+    ) -> list[Job]:
+        """Newest first, filtered, paged by `after`."""
+        rows = self._read(
+            "list",
+            {
+                "state": None if state is None else state.value,
+                "kind": kind,
+                "tenant": tenant,
+                "limit": limit,
+                "after": after,
+            },
+        )
+        return [job_from_row(row, DECODE) for row in rows]
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's events in order."""
+        return [event_from_row(row, DECODE) for row in self._read("events", {"job_id": job_id})]
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (executescript would commit our transaction)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            buffer = ""
+            if statement.strip(";").strip():
+                yield statement
+    if buffer.strip() and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()
+    ):
+        raise ValueError("migration ends with an incomplete statement")

