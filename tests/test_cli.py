@@ -1,0 +1,111 @@
+"""The `tenure` command as a user runs it: a real subprocess, exit codes, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tenure
+
+pytestmark = pytest.mark.slow
+
+
+def run(
+    *args: str, db: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TENURE_DATABASE_URL"}
+    if db is not None:
+        env["TENURE_DATABASE_URL"] = db
+    return subprocess.run(
+        [sys.executable, "-m", "tenure.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_submit_status_events_and_jobs_as_json(db_url: str) -> None:
+    """submit prints {id, state}; status the job; events the timeline; jobs a list."""
+    out = run(
+        "submit", "ocr", "--payload", '{"doc": "a.pdf"}', "--key", "k1", "--json", "--db", db_url
+    )
+    assert out.returncode == 0, out.stderr
+    submitted = json.loads(out.stdout)
+    assert submitted["state"] == "queued"
+    again = run(
+        "--json", "--db", db_url, "submit", "ocr", "--payload", '{"doc":"a.pdf"}', "--key", "k1"
+    )
+    assert json.loads(again.stdout)["id"] == submitted["id"]
+    status = json.loads(run("status", submitted["id"], "--json", db=db_url).stdout)
+    assert (status["id"], status["kind"], status["tenant"], status["payload"]) == (
+        submitted["id"],
+        "ocr",
+        "default",
+        {"doc": "a.pdf"},
+    )
+    events = json.loads(run("--json", "events", submitted["id"], db=db_url).stdout)
+    assert [e["type"] for e in events] == ["job_submitted"]
+    jobs = json.loads(run("jobs", "--json", "--state", "queued", db=db_url).stdout)
+    assert [j["id"] for j in jobs] == [submitted["id"]]
+
+
+def test_cancel_and_requeue(db_url: str) -> None:
+    """cancel then requeue change the state; a second cancel fails with exit 1."""
+    job_id = run("submit", "ocr", db=db_url).stdout.strip()
+    cancelled = run("cancel", job_id, "--json", db=db_url)
+    assert json.loads(cancelled.stdout)["state"] == "cancelled"
+    twice = run("cancel", job_id, db=db_url)
+    assert twice.returncode == 1
+    assert twice.stderr.count("\n") == 1 and "already cancelled" in twice.stderr
+    requeued = run("requeue", job_id, "--json", db=db_url)
+    assert json.loads(requeued.stdout)["state"] == "queued"
+    with tenure.connect(db_url) as ledger:
+        assert ledger.get(job_id).state is tenure.JobState.QUEUED
+
+
+def test_human_output(db_url: str) -> None:
+    """Without --json: the id alone from submit, a table from jobs, a timeline from events."""
+    job_id = run("submit", "report", db=db_url).stdout.strip()
+    assert tenure.__name__ and len(job_id) == 36
+    assert job_id in run("jobs", db=db_url).stdout
+    assert "job_submitted" in run("events", job_id, db=db_url).stdout
+    assert "queued" in run("status", job_id, db=db_url).stdout
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_usage_errors_exit_2_and_write_nothing(db_url: str) -> None:
+    """A payload that is not JSON, or a missing argument, exits 2 and submits nothing."""
+    bad = run("submit", "ocr", "--payload", "{not json", db=db_url)
+    assert bad.returncode == 2 and "not JSON" in bad.stderr
+    assert run("submit", db=db_url).returncode == 2
+    assert run("frobnicate", db=db_url).returncode == 2
+    assert json.loads(run("jobs", "--json", db=db_url).stdout) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_failures_exit_1_with_one_line(db_url: str) -> None:
+    """An unknown id, a bad kind, an unknown scheme: exit 1, one line on stderr."""
+    for args in (
+        ("status", "00000000-0000-4000-8000-000000000000"),
+        ("events", "x"),
+        ("submit", " "),
+        ("--db", "redis://x", "jobs"),
+    ):
+        out = run(*args, db=db_url)
+        assert out.returncode == 1, args
+        assert out.stderr.startswith("tenure: error: ") and out.stderr.count("\n") == 1
+
+
+def test_default_database_is_tenure_db_in_the_current_folder(tmp_path: Path) -> None:
+    """With no --db and no TENURE_DATABASE_URL, the CLI uses ./tenure.db."""
+    out = run("migrate", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "tenure.db").exists()

@@ -1,0 +1,81 @@
+"""Schema migrations: numbered in lockstep, applied once under a lock, named queries in parity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tenure
+from tenure.storage.migrate import load_migrations
+from tenure.storage.queries import load_queries, parse_named_queries
+from tests.support.processes import read_line, worker
+
+DIALECTS = ["tenure.storage.sqlite", "tenure.storage.postgres"]
+
+
+def test_dialects_define_the_same_migrations() -> None:
+    """Both dialects have the same migration numbers and names."""
+    sqlite, postgres = (load_migrations(d) for d in DIALECTS)
+    assert [(m.version, m.name) for m in sqlite] == [(m.version, m.name) for m in postgres]
+    assert sqlite[0].version == 1
+
+
+def test_named_queries_cover_the_store_methods() -> None:
+    """Every store operation has a named query in each dialect (SQLite splits some in steps)."""
+    sqlite, postgres = (set(load_queries(d)) for d in DIALECTS)
+    shared = {
+        "now",
+        "submit",
+        "find_by_key",
+        "save_step",
+        "complete",
+        "fail",
+        "release",
+        "cancel",
+        "requeue",
+        "record_event",
+        "get",
+        "list",
+        "events",
+    }
+    assert shared <= sqlite and shared <= postgres
+    assert {"claim", "extend_many"} <= postgres
+    assert {"claim_exhausted", "claim_candidates", "claim_take", "extend"} <= sqlite
+
+
+def test_a_query_name_may_not_repeat() -> None:
+    """A duplicated `-- name:` block is an error, not a silent override."""
+    with pytest.raises(ValueError, match="twice"):
+        parse_named_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+def test_migrate_is_idempotent(db_url: str) -> None:
+    """connect() applies version 1 once; later connects and migrate() apply nothing."""
+    with tenure.connect(db_url, migrate=False) as ledger:
+        assert ledger.migrate() == [1]
+        assert ledger.migrate() == []
+    with tenure.connect(db_url) as ledger:
+        assert ledger.migrate() == []
+        ledger.submit("k", {})
+
+
+@pytest.mark.slow
+def test_ten_workers_starting_at_once_migrate_once(db_url: str) -> None:
+    """Ten processes released together: exactly one applies the migration, none fails."""
+    procs = [worker("migrate", db_url) for _ in range(10)]
+    for proc in procs:
+        assert read_line(proc) == {"ready": True}
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    applied = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        applied.append(json.loads(out.splitlines()[-1])["applied"])
+    assert sorted(applied, key=len) == [[]] * 9 + [[1]]
+    with tenure.connect(db_url) as ledger:
+        ledger.submit("k", {})
+        assert len(ledger.list()) == 1
