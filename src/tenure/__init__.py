@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import PackageNotFoundError, version
 
 from tenure.errors import (
@@ -25,6 +26,9 @@ from tenure.errors import (
 )
 from tenure.ledger import Ledger, connect
 from tenure.types import Event, ExtendResult, Job, JobState, Lease
+
+# A library stays silent unless the application configures logging for "tenure".
+logging.getLogger("tenure").addHandler(logging.NullHandler())
 
 try:
     __version__ = version("tenure")
