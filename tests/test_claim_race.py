@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 
 import pytest
 
 import tenure
-from tests.support.processes import read_line, worker
+from tests.support.processes import release_together, worker
 
 pytestmark = pytest.mark.slow
 
@@ -19,17 +18,8 @@ PROCESSES = 4
 def run_race(db_url: str, *extra: str) -> list[tuple[str, str, int, float, float]]:
     """Start the claimers, release them together, collect every claim they made."""
     procs = [worker("race", db_url, "--owner", f"P{i}", *extra) for i in range(PROCESSES)]
-    for proc in procs:
-        assert read_line(proc) == {"ready": True}
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
     claims = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        report = json.loads(out.splitlines()[-1])
+    for report in release_together(procs):
         claims += [(report["owner"], *claim) for claim in report["claims"]]
     return claims
 

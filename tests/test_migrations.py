@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import tenure
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries, parse_named_queries
-from tests.support.processes import read_line, worker
+from tests.support.processes import release_together, worker
 
 DIALECTS = ["tenure.storage.sqlite", "tenure.storage.postgres"]
 
@@ -64,17 +62,7 @@ def test_migrate_is_idempotent(db_url: str) -> None:
 def test_ten_workers_starting_at_once_migrate_once(db_url: str) -> None:
     """Ten processes released together: exactly one applies the migration, none fails."""
     procs = [worker("migrate", db_url) for _ in range(10)]
-    for proc in procs:
-        assert read_line(proc) == {"ready": True}
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    applied = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        applied.append(json.loads(out.splitlines()[-1])["applied"])
+    applied = [report["applied"] for report in release_together(procs)]
     assert sorted(applied, key=len) == [[]] * 9 + [[1]]
     with tenure.connect(db_url) as ledger:
         ledger.submit("k", {})

@@ -31,13 +31,21 @@ def claim_within(
         time.sleep(0.02)
 
 
-def seed_step(ledger: tenure.Ledger, args: argparse.Namespace) -> int:
-    """The Chinese seed's worker: step 0 → retrieve and exit; step 1 → answer and finish."""
+def claim_and_report(ledger: tenure.Ledger, args: argparse.Namespace) -> tenure.Lease | None:
+    """Claim within --wait seconds and say what was claimed (or that nothing was)."""
     lease = claim_within(ledger, args.owner, args.lease, args.wait)
     if lease is None:
         say(claimed=False)
+    else:
+        say(claimed=True, job_id=lease.job_id, token=lease.token, step=lease.step)
+    return lease
+
+
+def seed_step(ledger: tenure.Ledger, args: argparse.Namespace) -> int:
+    """The Chinese seed's worker: step 0 → retrieve and exit; step 1 → answer and finish."""
+    lease = claim_and_report(ledger, args)
+    if lease is None:
         return 3
-    say(claimed=True, job_id=lease.job_id, token=lease.token, step=lease.step)
     if lease.step == 0:
         ledger.save_step(lease, 1, {"evidence": "retrieved evidence"})
         say(action="saved_step", step=1)
@@ -51,11 +59,9 @@ def seed_step(ledger: tenure.Ledger, args: argparse.Namespace) -> int:
 
 def hold_then_commit(ledger: tenure.Ledger, args: argparse.Namespace) -> int:
     """Claim, report, wait for a line on stdin, then try to commit."""
-    lease = claim_within(ledger, args.owner, args.lease, args.wait)
+    lease = claim_and_report(ledger, args)
     if lease is None:
-        say(claimed=False)
         return 3
-    say(claimed=True, job_id=lease.job_id, token=lease.token, step=lease.step)
     sys.stdin.readline()
     try:
         ledger.complete(lease, {"by": args.owner, "token": lease.token})

@@ -44,3 +44,19 @@ def read_line(proc: subprocess.Popen[str]) -> Any:
         assert proc.stderr is not None
         raise AssertionError(f"worker ended early: {proc.stderr.read()}")
     return json.loads(line)
+
+
+def release_together(procs: list[subprocess.Popen[str]]) -> list[Any]:
+    """Wait until every process says it is ready, send 'go' to all, return their last lines."""
+    for proc in procs:
+        assert read_line(proc) == {"ready": True}
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out.splitlines()[-1]))
+    return reports

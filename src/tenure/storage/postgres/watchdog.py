@@ -40,9 +40,13 @@ class Watchdog:
                     target=self._run, name="tenure-pg-watchdog", daemon=True
                 )
                 self._thread.start()
-            heapq.heappush(self._heap, (time.monotonic() + seconds, ident, target))
+            due = time.monotonic() + seconds
+            # Deadlines mostly arrive in order; only one earlier than the next due needs a wake-up.
+            wake = not self._heap or due < self._heap[0][0]
+            heapq.heappush(self._heap, (due, ident, target))
             self._armed.add(ident)
-            self._cond.notify()
+            if wake:
+                self._cond.notify()
         try:
             yield
         finally:

@@ -106,7 +106,7 @@ UPDATE tenure_jobs
 SET state = 'queued', attempt = 0, owner_id = NULL, lease_until = NULL, error = NULL,
     run_after = :now, updated_at = :now
 WHERE id = :job_id AND state IN ('failed', 'cancelled')
-RETURNING id, fencing_token;
+RETURNING id, fencing_token, owner_id;
 
 -- name: record_event
 INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)

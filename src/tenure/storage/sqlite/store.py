@@ -118,7 +118,12 @@ class SqliteStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def _read(self, name: str, params: dict[str, Any]) -> list[sqlite3.Row]:
         with self._translate():
@@ -358,31 +363,27 @@ class SqliteStore:
 
     def cancel(self, job_id: str) -> bool:
         """Cancel and bump the token in one write."""
+        return self._operator_transition(job_id, "cancel", "job_cancelled")
+
+    def requeue(self, job_id: str) -> bool:
+        """Make a failed or cancelled job claimable again."""
+        return self._operator_transition(job_id, "requeue", "job_requeued")
+
+    def _operator_transition(self, job_id: str, query: str, event: str) -> bool:
+        """An operator's state change and its event (with the state it left) in one write."""
         with self._write() as (conn, now):
             was = conn.execute(Q["state_of"], {"job_id": job_id}).fetchone()
-            row = conn.execute(Q["cancel"], {"job_id": job_id, "now": now}).fetchone()
+            row = conn.execute(Q[query], {"job_id": job_id, "now": now}).fetchone()
             if row is None:
                 return False
             self._event(
                 conn,
                 now,
                 job_id,
-                "job_cancelled",
+                event,
                 row["fencing_token"],
                 row["owner_id"],
                 {"was": was["state"]},
-            )
-            return True
-
-    def requeue(self, job_id: str) -> bool:
-        """Make a failed or cancelled job claimable again."""
-        with self._write() as (conn, now):
-            was = conn.execute(Q["state_of"], {"job_id": job_id}).fetchone()
-            row = conn.execute(Q["requeue"], {"job_id": job_id, "now": now}).fetchone()
-            if row is None:
-                return False
-            self._event(
-                conn, now, job_id, "job_requeued", row["fencing_token"], None, {"was": was["state"]}
             )
             return True
 
