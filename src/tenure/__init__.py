@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
+from tenure.app import App, JobClass
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -17,6 +18,7 @@ from tenure.errors import (
     OwnershipUnknown,
     PayloadTooLarge,
     ResumeRefused,
+    StageMismatch,
     StaleFence,
     StoreUnavailable,
     TenureError,
@@ -25,7 +27,9 @@ from tenure.errors import (
     UnsupportedDatabase,
 )
 from tenure.ledger import Ledger, connect
-from tenure.types import Event, ExtendResult, Job, JobState, Lease
+from tenure.runtime.context import Effect, JobContext
+from tenure.runtime.worker import Worker
+from tenure.types import Event, ExtendResult, Job, JobState, Lease, Stage, StageKind, StageStatus
 
 # A library stays silent unless the application configures logging for "tenure".
 logging.getLogger("tenure").addHandler(logging.NullHandler())
@@ -36,6 +40,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "App",
+    "Effect",
     "Event",
     "ExtendResult",
     "IdempotencyConflict",
@@ -44,6 +50,8 @@ __all__ = [
     "InvalidTransition",
     "Job",
     "JobCancelled",
+    "JobClass",
+    "JobContext",
     "JobNotFound",
     "JobState",
     "Lease",
@@ -53,12 +61,17 @@ __all__ = [
     "OwnershipUnknown",
     "PayloadTooLarge",
     "ResumeRefused",
+    "Stage",
+    "StageKind",
+    "StageMismatch",
+    "StageStatus",
     "StaleFence",
     "StoreUnavailable",
     "TenureError",
     "TerminalJob",
     "ToolOutcomeUnknown",
     "UnsupportedDatabase",
+    "Worker",
     "__version__",
     "connect",
 ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -12,8 +14,11 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from tenure.app import App
 from tenure.errors import TenureError
 from tenure.ledger import Ledger, connect
+from tenure.logs import configure_json_logging
+from tenure.runtime.worker import Worker
 from tenure.types import Event, Job, JobState
 
 DEFAULT_DB = "sqlite:///tenure.db"
@@ -159,6 +164,38 @@ def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:
     return _report_state(ledger, args)
 
 
+def load_app(target: str) -> App:
+    """Import `module:attribute` (the current folder is importable) and return the App."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TenureError(f"cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise TenureError(f"{target!r} is not a tenure.App (found {type(app).__name__})")
+    return app
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    app = load_app(args.target)
+    configure_json_logging(getattr(logging, args.log_level.upper()))
+    worker = Worker(
+        app,
+        concurrency=args.concurrency,
+        url=args.db,
+        grace=args.grace,
+        poll_interval=args.poll,
+        kinds=args.kinds or None,
+    )
+    worker.run()
+    return EXIT_OK
+
+
 def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
     job = ledger.get(args.id)
     if args.json:
@@ -171,6 +208,7 @@ def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 Command = Callable[[Ledger, argparse.Namespace], int]
+Standalone = Callable[[argparse.Namespace], int]
 
 
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -222,6 +260,25 @@ def build_parser() -> argparse.ArgumentParser:
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
     add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    p = sub.add_parser(
+        "worker",
+        help="run the handlers of an app",
+        description="Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT "
+        "(a second signal skips the grace period).",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_worker)
+    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds running handlers get on shutdown before their leases are released",
+    )
+    p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
+    p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser
 
 
@@ -231,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     url = args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB
     try:
+        standalone: Standalone | None = getattr(args, "standalone", None)
+        if standalone is not None:
+            return standalone(args)
         with connect(url) as ledger:
             code: int = args.run(ledger, args)
             return code

@@ -51,7 +51,21 @@ class InvalidJobClass(TenureError):
 
 
 class NonRetryable(TenureError):
-    """Raised by a handler for an error that retrying cannot fix (validation, permission)."""
+    """Raised by a handler for an error that retrying cannot fix (validation, permission).
+
+    `code` becomes the failed job's error code (no message content is stored by default).
+    """
+
+    def __init__(self, message: str = "", code: str = "non_retryable") -> None:
+        super().__init__(message or code)
+        self.code = code
+
+
+class StageMismatch(NonRetryable):
+    """A replayed handler asked for a different step or effect than the one recorded there."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="stage_mismatch")
 
 
 class InvalidTransition(TenureError):
@@ -78,5 +92,10 @@ class ResumeRefused(TenureError):
 class JobCancelled(BaseException):
     """The running job was cancelled, lost its lease or timed out.
 
-    A `BaseException`, so that a tool's `except Exception` cannot swallow it.
+    A `BaseException`, so that a tool's `except Exception` cannot swallow it. `reason` says
+    which: lease_lost, ownership_unknown, stage_timeout, max_lease_lifetime or shutdown.
     """
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -22,8 +22,9 @@ from tenure.errors import (
     StoreUnavailable,
     TerminalJob,
 )
+from tenure.logs import emit
 from tenure.storage import NewJob, Store, open_store
-from tenure.types import JSON, Event, ExtendResult, Job, JobState, Lease
+from tenure.types import JSON, Event, ExtendResult, Job, JobState, Lease, Stage, StageKind
 from tenure.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_int,
@@ -143,7 +144,15 @@ class Ledger:
             ),
         )
         if self.store.submit(job):
-            log.info("job_submitted job=%s kind=%s sha256=%s", job.id, kind, encoded.sha256)
+            emit(
+                log,
+                logging.INFO,
+                "job_submitted",
+                job=job.id,
+                kind=kind,
+                payload_sha256=encoded.sha256,
+                payload_bytes=encoded.size,
+            )
             return job.id
         assert idempotency_key is not None  # only a key can make an insert a no-op
         existing = self.store.find_by_key(tenant, idempotency_key)
@@ -191,12 +200,15 @@ class Ledger:
         kind_list = _kinds(kinds)
         leases = self.store.claim(owner_id, kind_list, seconds, limit)
         for lease in leases:
-            log.info(
-                "job_claimed job=%s token=%d attempt=%d lease_until=%s",
-                lease.job_id,
-                lease.token,
-                lease.attempt,
-                lease.lease_until.isoformat(),
+            emit(
+                log,
+                logging.INFO,
+                "job_claimed",
+                job=lease.job_id,
+                token=lease.token,
+                attempt=lease.attempt,
+                owner=owner_id,
+                lease_until=lease.lease_until,
             )
         return leases
 
@@ -238,11 +250,13 @@ class Ledger:
             if lease.job_id in lost:
                 self._reject(lease, "heartbeat_lost", "extend")
             else:
-                log.debug(
-                    "heartbeat_ok job=%s token=%d lease_until=%s",
-                    lease.job_id,
-                    lease.token,
-                    renewed[lease.job_id].isoformat(),
+                emit(
+                    log,
+                    logging.INFO,
+                    "heartbeat_ok",
+                    job=lease.job_id,
+                    token=lease.token,
+                    lease_until=renewed[lease.job_id],
                 )
         return ExtendResult(renewed=renewed, lost=lost)
 
@@ -311,6 +325,50 @@ class Ledger:
         if not self._guard(lease, "release", lambda: self.store.release(lease)):
             self._lost(lease, "release")
 
+    def start_stage(
+        self,
+        lease: Lease,
+        position: int,
+        name: str,
+        kind: StageKind,
+        *,
+        effect_key: str | None = None,
+        **detail: Any,
+    ) -> None:
+        """Write-ahead record of a step or effect about to run, while the lease holds."""
+        check_int(position, "stage position", 0)
+        check_name(name, "stage name")
+        detail_json = _detail(position=position, name=name, **detail)
+        done = self._guard(
+            lease,
+            "start_stage",
+            lambda: self.store.stage_start(lease, position, name, kind, effect_key, detail_json),
+        )
+        if not done:
+            self._lost(lease, "start_stage")
+
+    def finish_stage(self, lease: Lease, position: int, result: JSON) -> str:
+        """Record a stage's result and advance the cursor past it, while the lease holds.
+
+        Returns the result's canonical JSON text (what a replay will return).
+        """
+        encoded = encode_json(result, "stage result", self.max_payload_bytes)
+        detail_json = _detail(
+            position=position, result_bytes=encoded.size, result_sha256=encoded.sha256
+        )
+        done = self._guard(
+            lease,
+            "finish_stage",
+            lambda: self.store.stage_done(lease, position, encoded.text, detail_json),
+        )
+        if not done:
+            self._lost(lease, "finish_stage")
+        return encoded.text
+
+    def record(self, lease: Lease, event: str, **detail: Any) -> None:
+        """Append an event about this lease's job (e.g. `step_in_doubt`); no lease check."""
+        self.store.record_event(lease.job_id, event, lease.token, lease.owner_id, _detail(**detail))
+
     # -- operator actions --------------------------------------------------------------------
 
     def cancel(self, job_id: str) -> None:
@@ -320,7 +378,7 @@ class Ledger:
         """
         job_id = check_job_id(job_id)
         if self.store.cancel(job_id):
-            log.info("job_cancelled job=%s", job_id)
+            emit(log, logging.INFO, "job_cancelled", job=job_id)
             return
         job = self.get(job_id)
         raise TerminalJob(f"job {job_id} is already {job.state.value}; nothing to cancel")
@@ -329,7 +387,7 @@ class Ledger:
         """Make a failed or cancelled job claimable again from its saved step (attempt reset)."""
         job_id = check_job_id(job_id)
         if self.store.requeue(job_id):
-            log.info("job_requeued job=%s", job_id)
+            emit(log, logging.INFO, "job_requeued", job=job_id)
             return
         job = self.get(job_id)
         raise InvalidTransition(
@@ -353,6 +411,12 @@ class Ledger:
         if not events and self.store.get(job_id) is None:
             raise JobNotFound(f"no job has the id {job_id}")
         return events
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects, in handler order."""
+        job_id = check_job_id(job_id)
+        self.get(job_id)
+        return self.store.stages(job_id)
 
     def list(
         self,
@@ -421,27 +485,31 @@ class Ledger:
         )
         if not exists:
             raise JobNotFound(f"no job has the id {lease.job_id}")
-        log.warning(
-            "%s job=%s token=%d owner=%s operation=%s",
+        emit(
+            log,
+            logging.WARNING,
             event,
-            lease.job_id,
-            lease.token,
-            lease.owner_id,
-            operation,
+            job=lease.job_id,
+            token=lease.token,
+            owner=lease.owner_id,
+            operation=operation,
+            reason="zero_rows",
         )
 
     def _ownership_unknown(self, lease: Lease, operation: str, exc: Exception) -> None:
         request_id = uuid.uuid4().hex[:12]
         last = lease.lease_until.isoformat()
-        log.warning(
-            "ownership_unknown job=%s token=%d last_confirmed_lease=%s request=%s "
-            "operation=%s error=%s",
-            lease.job_id,
-            lease.token,
-            last,
-            request_id,
-            operation,
-            type(exc).__name__,
+        emit(
+            log,
+            logging.WARNING,
+            "ownership_unknown",
+            job=lease.job_id,
+            token=lease.token,
+            owner=lease.owner_id,
+            last_confirmed_lease_until=last,
+            request=request_id,
+            operation=operation,
+            error=type(exc).__name__,
         )
         detail = _detail(
             operation=operation,

@@ -97,6 +97,32 @@ class Event:
     detail: dict[str, Any]
 
 
+class StageKind(enum.StrEnum):
+    """A step is safe to re-run; an effect acts on the world and is fenced and keyed."""
+
+    STEP = "step"
+    EFFECT = "effect"
+
+
+class StageStatus(enum.StrEnum):
+    """`started` without a result at recovery means the stage is in doubt."""
+
+    STARTED = "started"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One recorded step or effect of a job, in handler order."""
+
+    position: int
+    name: str
+    kind: StageKind
+    status: StageStatus
+    token: int
+    result: JSON = field(repr=False)
+
+
 @dataclass(frozen=True, slots=True)
 class ExtendResult:
     """What a batched renewal did: new lease ends for the leases kept, ids of those lost."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from tenure.types import Event, Job, JobState, Lease
+from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,26 @@ class Store(Protocol):
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again; False otherwise."""
+        ...
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects, by position."""
+        ...
+
+    def stage_start(
+        self,
+        lease: Lease,
+        position: int,
+        name: str,
+        kind: StageKind,
+        effect_key: str | None,
+        detail_json: str,
+    ) -> bool:
+        """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
+        ...
+
+    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+        """Record the stage's result and advance the cursor in one write, if the lease holds."""
         ...
 
     def record_event(

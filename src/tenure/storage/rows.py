@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from tenure.types import Event, Job, JobState, Lease
+from tenure.types import Event, Job, JobState, Lease, Stage, StageKind, StageStatus
 
 
 class Row(Protocol):
@@ -95,4 +95,16 @@ def event_from_row(row: Row, decode: Decoder) -> Event:
         token=None if row["token"] is None else int(row["token"]),
         owner_id=row["owner_id"],
         detail=decode.json(row["detail"]) or {},
+    )
+
+
+def stage_from_row(row: Row, decode: Decoder) -> Stage:
+    """A `Stage` from a row of the `stages` query."""
+    return Stage(
+        position=int(row["position"]),
+        name=row["name"],
+        kind=StageKind(row["kind"]),
+        status=StageStatus(row["status"]),
+        token=int(row["token"]),
+        result=decode.json(row["result"]),
     )

@@ -259,3 +259,72 @@ SELECT seq, job_id::text AS job_id, type, at, token, owner_id, detail
 FROM tenure_events
 WHERE job_id = %(job_id)s::uuid
 ORDER BY seq;
+
+-- name: stages
+SELECT position, name, kind, status, token, result
+FROM tenure_stages
+WHERE job_id = %(job_id)s::uuid
+ORDER BY position;
+
+-- name: stage_start
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+owned AS (
+    UPDATE tenure_jobs j
+    SET updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+stage AS (
+    INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
+    SELECT id, %(position)s, %(name)s, %(kind)s, 'started', %(token)s, at FROM owned
+    ON CONFLICT (job_id, position) DO UPDATE
+    SET status = 'started', token = EXCLUDED.token, started_at = EXCLUDED.started_at,
+        result = NULL, finished_at = NULL
+    RETURNING job_id
+),
+effect AS (
+    INSERT INTO tenure_effects (job_id, name, idempotency_key, status, token, started_at)
+    SELECT id, %(name)s, %(effect_key)s, 'started', %(token)s, at FROM owned
+    WHERE %(kind)s = 'effect'
+    ON CONFLICT (job_id, name) DO UPDATE
+    SET status = 'started', token = EXCLUDED.token, started_at = EXCLUDED.started_at,
+        result = NULL, finished_at = NULL
+    RETURNING job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, %(event)s, at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM owned
+)
+SELECT id::text AS id FROM owned;
+
+-- name: stage_done
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+owned AS (
+    UPDATE tenure_jobs j
+    SET step = %(position)s + 1, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+stage AS (
+    UPDATE tenure_stages s
+    SET status = 'done', result = %(result)s::jsonb, finished_at = o.at
+    FROM owned o
+    WHERE s.job_id = o.id AND s.position = %(position)s
+    RETURNING s.job_id, s.name, s.kind
+),
+effect AS (
+    UPDATE tenure_effects e
+    SET status = 'done', result = %(result)s::jsonb, finished_at = o.at
+    FROM owned o, stage st
+    WHERE e.job_id = o.id AND st.kind = 'effect' AND e.name = st.name
+    RETURNING e.job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'step_done', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM owned
+)
+SELECT id::text AS id FROM owned;

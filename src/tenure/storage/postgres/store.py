@@ -21,8 +21,15 @@ from tenure.storage.base import KeyedJob, NewJob
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
-from tenure.storage.rows import Decoder, event_from_row, job_from_row, json_value, lease_from_row
-from tenure.types import Event, Job, JobState, Lease
+from tenure.storage.rows import (
+    Decoder,
+    event_from_row,
+    job_from_row,
+    json_value,
+    lease_from_row,
+    stage_from_row,
+)
+from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -209,9 +216,9 @@ class PostgresStore:
         )
         return {row["id"]: read_time(row["lease_until"]) for row in rows}
 
-    def _guarded(self, name: LiteralString, lease: Lease, **values: Any) -> list[DictRow]:
+    def _guarded(self, query: LiteralString, lease: Lease, **values: Any) -> list[DictRow]:
         return self._fetch(
-            name,
+            query,
             {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token, **values},
         )
 
@@ -247,6 +254,42 @@ class PostgresStore:
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
         return bool(self._fetch("requeue", {"job_id": job_id}))
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects."""
+        return [stage_from_row(row, DECODE) for row in self._fetch("stages", {"job_id": job_id})]
+
+    def stage_start(
+        self,
+        lease: Lease,
+        position: int,
+        name: str,
+        kind: StageKind,
+        effect_key: str | None,
+        detail_json: str,
+    ) -> bool:
+        """One statement: check the lease, upsert the stage (and effect), write the event."""
+        event = "tool_request_started" if kind is StageKind.EFFECT else "step_started"
+        return bool(
+            self._guarded(
+                "stage_start",
+                lease,
+                position=position,
+                name=name,
+                kind=kind.value,
+                effect_key=effect_key,
+                event=event,
+                detail=detail_json,
+            )
+        )
+
+    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+        """One statement: advance the cursor, store the result (and the effect's), the event."""
+        return bool(
+            self._guarded(
+                "stage_done", lease, position=position, result=result_json, detail=detail_json
+            )
+        )
 
     def record_event(
         self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str

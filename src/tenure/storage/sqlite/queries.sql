@@ -141,3 +141,48 @@ SELECT seq, job_id, type, at, token, owner_id, detail
 FROM tenure_events
 WHERE job_id = :job_id
 ORDER BY seq;
+
+-- name: stages
+SELECT position, name, kind, status, token, result
+FROM tenure_stages
+WHERE job_id = :job_id
+ORDER BY position;
+
+-- name: touch_owned
+UPDATE tenure_jobs
+SET updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: stage_start
+INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
+VALUES (:job_id, :position, :name, :kind, 'started', :token, :now)
+ON CONFLICT (job_id, position) DO UPDATE
+SET status = 'started', token = excluded.token, started_at = excluded.started_at,
+    result = NULL, finished_at = NULL;
+
+-- name: effect_start
+INSERT INTO tenure_effects (job_id, name, idempotency_key, status, token, started_at)
+VALUES (:job_id, :name, :effect_key, 'started', :token, :now)
+ON CONFLICT (job_id, name) DO UPDATE
+SET status = 'started', token = excluded.token, started_at = excluded.started_at,
+    result = NULL, finished_at = NULL;
+
+-- name: advance_cursor
+UPDATE tenure_jobs
+SET step = :position + 1, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: stage_done
+UPDATE tenure_stages
+SET status = 'done', result = :result, finished_at = :now
+WHERE job_id = :job_id AND position = :position
+RETURNING name, kind;
+
+-- name: effect_done
+UPDATE tenure_effects
+SET status = 'done', result = :result, finished_at = :now
+WHERE job_id = :job_id AND name = :name;

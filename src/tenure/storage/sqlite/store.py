@@ -16,8 +16,15 @@ from tenure.errors import StoreUnavailable, UnsupportedDatabase
 from tenure.storage.base import KeyedJob, NewJob
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries
-from tenure.storage.rows import Decoder, event_from_row, job_from_row, json_text, lease_from_row
-from tenure.types import Event, Job, JobState, Lease
+from tenure.storage.rows import (
+    Decoder,
+    event_from_row,
+    job_from_row,
+    json_text,
+    lease_from_row,
+    stage_from_row,
+)
+from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.sqlite")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -384,6 +391,69 @@ class SqliteStore:
                 row["fencing_token"],
                 row["owner_id"],
                 {"was": was["state"]},
+            )
+            return True
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects."""
+        return [stage_from_row(row, DECODE) for row in self._read("stages", {"job_id": job_id})]
+
+    def stage_start(
+        self,
+        lease: Lease,
+        position: int,
+        name: str,
+        kind: StageKind,
+        effect_key: str | None,
+        detail_json: str,
+    ) -> bool:
+        """One transaction: check the lease, upsert the stage (and effect), write the event."""
+        with self._write() as (conn, now):
+            held = {
+                "job_id": lease.job_id,
+                "owner_id": lease.owner_id,
+                "token": lease.token,
+                "now": now,
+            }
+            if conn.execute(Q["touch_owned"], held).fetchone() is None:
+                return False
+            values = {
+                **held,
+                "position": position,
+                "name": name,
+                "kind": kind.value,
+                "effect_key": effect_key,
+            }
+            conn.execute(Q["stage_start"], values)
+            if kind is StageKind.EFFECT:
+                conn.execute(Q["effect_start"], values)
+            event = "tool_request_started" if kind is StageKind.EFFECT else "step_started"
+            self._event(conn, now, lease.job_id, event, lease.token, lease.owner_id, detail_json)
+            return True
+
+    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+        """One transaction: advance the cursor, store the result (and the effect's), event."""
+        with self._write() as (conn, now):
+            held = {
+                "job_id": lease.job_id,
+                "owner_id": lease.owner_id,
+                "token": lease.token,
+                "now": now,
+                "position": position,
+            }
+            if conn.execute(Q["advance_cursor"], held).fetchone() is None:
+                return False
+            values = {
+                "job_id": lease.job_id,
+                "position": position,
+                "result": result_json,
+                "now": now,
+            }
+            stage = conn.execute(Q["stage_done"], values).fetchone()
+            if stage is not None and stage["kind"] == StageKind.EFFECT:
+                conn.execute(Q["effect_done"], {**values, "name": stage["name"]})
+            self._event(
+                conn, now, lease.job_id, "step_done", lease.token, lease.owner_id, detail_json
             )
             return True
 

@@ -37,6 +37,7 @@ CREATE TABLE tenure_stages (
     job_id      uuid    NOT NULL REFERENCES tenure_jobs (id) ON DELETE CASCADE,
     position    integer NOT NULL,
     name        text    NOT NULL,
+    kind        text    NOT NULL CHECK (kind IN ('step', 'effect')),
     status      text    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
     token       bigint  NOT NULL,
     result      jsonb,

@@ -37,6 +37,7 @@ CREATE TABLE tenure_stages (
     job_id      TEXT    NOT NULL REFERENCES tenure_jobs (id) ON DELETE CASCADE,
     position    INTEGER NOT NULL,
     name        TEXT    NOT NULL,
+    kind        TEXT    NOT NULL CHECK (kind IN ('step', 'effect')),
     status      TEXT    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
     token       INTEGER NOT NULL,
     result      TEXT,

@@ -1,0 +1,174 @@
+"""The application: job classes registered with `@app.job`, and the database they use."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenure.errors import InvalidJobClass
+from tenure.ledger import Ledger, connect
+from tenure.types import JSON
+
+Handler = Callable[..., Any]
+H = TypeVar("H", bound=Handler)
+
+DEFAULT_URL = "sqlite:///tenure.db"
+
+
+@dataclass(frozen=True, slots=True)
+class JobClass:
+    """How jobs of one kind run: lease arithmetic, retries and time limits.
+
+    The lease comes from here, never from a payload: a model cannot choose its own lease.
+    """
+
+    kind: str
+    handler: Handler
+    lease: float = 90.0
+    heartbeat: float = 30.0
+    missed: int = 1
+    jitter: float = 20.0
+    max_attempts: int = 5
+    backoff: float = 1.0
+    backoff_cap: float = 300.0
+    stage_timeout: float | None = 600.0
+    max_lease_lifetime: float | None = 3600.0
+    version: int = 1
+
+    @property
+    def is_async(self) -> bool:
+        """True for an `async def` handler."""
+        return inspect.iscoroutinefunction(self.handler)
+
+    @property
+    def margin(self) -> float:
+        """How much confirmed lease an effect needs before it may start (invariant 8)."""
+        return self.heartbeat + self.jitter
+
+
+def _positive(kind: str, name: str, value: Any, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidJobClass(f"job class {kind!r}: {name} must be a number, got {value!r}")
+    if value <= 0:
+        raise InvalidJobClass(f"job class {kind!r}: {name} must be positive, got {value!r}")
+
+
+def validate(job_class: JobClass) -> JobClass:
+    """Reject unsafe lease arithmetic: lease > (missed + 1) x heartbeat + jitter."""
+    c = job_class
+    if not isinstance(c.kind, str) or not c.kind.strip():
+        raise InvalidJobClass(f"a job class needs a non-empty kind, got {c.kind!r}")
+    for name in ("lease", "heartbeat", "backoff", "backoff_cap"):
+        _positive(c.kind, name, getattr(c, name))
+    for name in ("stage_timeout", "max_lease_lifetime"):
+        _positive(c.kind, name, getattr(c, name), allow_none=True)
+    if isinstance(c.jitter, bool) or not isinstance(c.jitter, int | float) or c.jitter < 0:
+        raise InvalidJobClass(f"job class {c.kind!r}: jitter must be >= 0, got {c.jitter!r}")
+    for name, minimum in (("missed", 0), ("max_attempts", 1), ("version", 1)):
+        value = getattr(c, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidJobClass(
+                f"job class {c.kind!r}: {name} must be an integer >= {minimum}, got {value!r}"
+            )
+    needed = (c.missed + 1) * c.heartbeat + c.jitter
+    if not c.lease > needed:
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: lease {c.lease:g}s must exceed (missed + 1) x heartbeat + "
+            f"jitter = ({c.missed} + 1) x {c.heartbeat:g}s + {c.jitter:g}s = {needed:g}s; "
+            "lengthen the lease, beat more often or plan for fewer missed heartbeats"
+        )
+    if c.max_lease_lifetime is not None and c.max_lease_lifetime < c.lease:
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: max_lease_lifetime {c.max_lease_lifetime:g}s is shorter "
+            f"than one lease ({c.lease:g}s)"
+        )
+    if not callable(c.handler):
+        raise InvalidJobClass(f"job class {c.kind!r}: the handler must be callable")
+    return c
+
+
+class App:
+    """Job classes and the database they run against.
+
+    `App(url)` names the database (default `$TENURE_DATABASE_URL`, else `sqlite:///tenure.db`);
+    `connect_options` go to `tenure.connect`.
+    """
+
+    def __init__(self, url: str | None = None, **connect_options: Any) -> None:
+        self.url = url or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_URL
+        self.connect_options = connect_options
+        self.job_classes: dict[str, JobClass] = {}
+        self._ledger: Ledger | None = None
+
+    def job(
+        self,
+        kind: str,
+        *,
+        lease: float = 90.0,
+        heartbeat: float = 30.0,
+        missed: int = 1,
+        jitter: float = 20.0,
+        max_attempts: int = 5,
+        backoff: float = 1.0,
+        backoff_cap: float = 300.0,
+        stage_timeout: float | None = 600.0,
+        max_lease_lifetime: float | None = 3600.0,
+        version: int = 1,
+    ) -> Callable[[H], H]:
+        """Register the decorated function as the handler of `kind`.
+
+        Raises `InvalidJobClass` at once unless lease > (missed + 1) x heartbeat + jitter.
+        """
+
+        def register(handler: H) -> H:
+            if kind in self.job_classes:
+                raise InvalidJobClass(f"job class {kind!r} is registered twice")
+            self.job_classes[kind] = validate(
+                JobClass(
+                    kind=kind,
+                    handler=handler,
+                    lease=lease,
+                    heartbeat=heartbeat,
+                    missed=missed,
+                    jitter=jitter,
+                    max_attempts=max_attempts,
+                    backoff=backoff,
+                    backoff_cap=backoff_cap,
+                    stage_timeout=stage_timeout,
+                    max_lease_lifetime=max_lease_lifetime,
+                    version=version,
+                )
+            )
+            return handler
+
+        return register
+
+    def connect(self, url: str | None = None) -> Ledger:
+        """A new ledger on the app's database (or `url`); the caller closes it."""
+        return connect(url or self.url, **self.connect_options)
+
+    @property
+    def ledger(self) -> Ledger:
+        """A ledger shared by `submit` and friends in this process, opened on first use."""
+        if self._ledger is None:
+            self._ledger = self.connect()
+        return self._ledger
+
+    def submit(self, kind: str, payload: JSON, **options: Any) -> str:
+        """Submit a job of a registered kind, with the class's max_attempts unless given."""
+        job_class = self.job_classes.get(kind)
+        if job_class is not None:
+            options.setdefault("max_attempts", job_class.max_attempts)
+        return self.ledger.submit(kind, payload, **options)
+
+    def close(self) -> None:
+        """Close the shared ledger, if it was opened."""
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None

@@ -1,0 +1,1 @@
+"""The worker runtime: job runs, their context, the lease keeper and the worker."""

@@ -1,0 +1,243 @@
+"""What a handler sees: its job, cancellation, and durable steps and effects."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tenure.errors import JobCancelled, LeaseLost, OwnershipUnknown, StageMismatch
+from tenure.logs import emit
+from tenure.types import JSON, Stage, StageKind, StageStatus
+
+if TYPE_CHECKING:
+    from tenure.ledger import Ledger
+    from tenure.runtime.keeper import LeaseKeeper
+    from tenure.runtime.run import JobRun
+
+log = logging.getLogger("tenure.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Handed to an effect's function: send `key` and `fence` with the request.
+
+    `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `fence` is the job's current
+    fencing token; `in_doubt` is True when an earlier attempt started this effect and never
+    recorded its result (ask the receiver, or resend with the same key).
+    """
+
+    name: str
+    key: str
+    fence: int
+    in_doubt: bool
+
+
+def effect_key(job_id: str, name: str) -> str:
+    """The stable idempotency key of a job's effect."""
+    return f"tool-job:{job_id}:{name}"
+
+
+@dataclass(slots=True)
+class _Plan:
+    position: int
+    name: str
+    kind: StageKind
+    replayed: bool = False
+    result: JSON = None
+    in_doubt: bool = False
+
+
+class JobContext:
+    """The running job as its handler sees it. Created by the worker, one per attempt."""
+
+    def __init__(
+        self, run: JobRun, ledger: Ledger, keeper: LeaseKeeper, recorded: list[Stage]
+    ) -> None:
+        lease = run.lease
+        self.job_id = lease.job_id
+        self.kind = lease.kind
+        self.tenant = lease.tenant
+        self.token = lease.token
+        self.attempt = lease.attempt
+        self.payload = lease.payload
+        self._run = run
+        self._ledger = ledger
+        self._keeper = keeper
+        self._recorded = {stage.position: stage for stage in recorded}
+        self._next_position = 0
+        self._effect_names: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the lease is lost, the job cancelled, a timeout passes or the worker stops."""
+        return self._run.cancelled
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """lease_lost, ownership_unknown, stage_timeout, max_lease_lifetime or shutdown."""
+        return self._run.cancel_reason
+
+    @property
+    def lease_until(self) -> datetime:
+        """The lease end the database last confirmed."""
+        return self._run.lease_until
+
+    def check(self) -> None:
+        """Raise `JobCancelled` if the job may no longer go on."""
+        if self._run.cancelled.is_set():
+            raise JobCancelled(self._run.cancel_reason or "cancelled")
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (no arguments) on cancellation: stop a subprocess, close a socket."""
+        self._run.on_cancel(callback)
+
+    # -- steps and effects -------------------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn` once: its JSON result is recorded, and a resumed job gets it back unrun.
+
+        A step is a computation safe to re-run: one found in doubt (started, no result) runs
+        again after `step_in_doubt` is recorded.
+        """
+        plan = self._begin(name, StageKind.STEP)
+        if plan.replayed:
+            return plan.result
+        return self._end(plan, fn())
+
+    def effect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
+        """Act on the world once per key: `fn(fx)` must send `fx.key` and `fx.fence`.
+
+        Refused (`OwnershipUnknown`) unless the lease is confirmed for at least one more
+        heartbeat plus jitter. A recorded effect returns its result without running.
+        """
+        plan = self._begin(name, StageKind.EFFECT)
+        if plan.replayed:
+            return plan.result
+        return self._end(plan, fn(self._effect(plan)))
+
+    async def astep(self, name: str, fn: Callable[[], Any]) -> Any:
+        """`step` for async handlers; `fn` may be sync (run in a thread) or async."""
+        plan = await asyncio.to_thread(self._begin, name, StageKind.STEP)
+        if plan.replayed:
+            return plan.result
+        result = await _call(fn)
+        return await asyncio.to_thread(self._end, plan, result)
+
+    async def aeffect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
+        """`effect` for async handlers; `fn(fx)` may be sync (run in a thread) or async."""
+        plan = await asyncio.to_thread(self._begin, name, StageKind.EFFECT)
+        if plan.replayed:
+            return plan.result
+        result = await _call(fn, self._effect(plan))
+        return await asyncio.to_thread(self._end, plan, result)
+
+    def _effect(self, plan: _Plan) -> Effect:
+        return Effect(plan.name, effect_key(self.job_id, plan.name), self.token, plan.in_doubt)
+
+    def _begin(self, name: str, kind: StageKind) -> _Plan:
+        """Replay a recorded stage, or write its `started` record (write-ahead)."""
+        self.check()
+        with self._lock:
+            position = self._next_position
+            self._next_position += 1
+            if kind is StageKind.EFFECT:
+                if name in self._effect_names:
+                    raise StageMismatch(
+                        f"effect {name!r} is used twice in one job: its key "
+                        "would repeat; give each effect its own name"
+                    )
+                self._effect_names.add(name)
+        plan = _Plan(position, name, kind)
+        recorded = self._recorded.get(position)
+        if recorded is not None:
+            if (recorded.name, recorded.kind) != (name, kind):
+                raise StageMismatch(
+                    f"job {self.job_id}: stage {position} was recorded as {recorded.kind.value} "
+                    f"{recorded.name!r} but the handler now asks for {kind.value} {name!r}; "
+                    "steps must keep their names and order across attempts"
+                )
+            if recorded.status is StageStatus.DONE:
+                plan.replayed, plan.result = True, recorded.result
+                return plan
+            plan.in_doubt = True
+            self._ledger.record(
+                self._run.lease,
+                "step_in_doubt",
+                position=position,
+                name=name,
+                kind=kind.value,
+                started_token=recorded.token,
+            )
+            self._keeper.count("steps_in_doubt")
+            emit(
+                log,
+                logging.WARNING,
+                "step_in_doubt",
+                job=self.job_id,
+                token=self.token,
+                position=position,
+                name=name,
+                kind=kind.value,
+            )
+        if kind is StageKind.EFFECT:
+            self._ensure_margin(name)
+        self._run.start_segment(name, kind is StageKind.EFFECT)
+        self._write(
+            lambda: self._ledger.start_stage(
+                self._run.lease,
+                position,
+                name,
+                kind,
+                effect_key=effect_key(self.job_id, name) if kind is StageKind.EFFECT else None,
+                in_doubt=plan.in_doubt,
+            )
+        )
+        return plan
+
+    def _end(self, plan: _Plan, result: Any) -> Any:
+        """Record the result and advance the cursor; return the result as a replay would."""
+        self.check()
+        text = self._write(
+            lambda: self._ledger.finish_stage(self._run.lease, plan.position, result)
+        )
+        self._run.start_segment(None)
+        return json.loads(text)
+
+    def _ensure_margin(self, name: str) -> None:
+        """Invariant 8: start an effect only with heartbeat + jitter of confirmed lease left."""
+        job_class = self._run.job_class
+        if self._run.margin_left() >= job_class.margin:
+            return
+        self._keeper.renew_now()
+        if not self._run.wait_for_margin(job_class.margin, timeout=max(job_class.jitter, 0.1)):
+            self.check()
+            raise OwnershipUnknown(
+                f"job {self.job_id}: effect {name!r} refused: the lease is not confirmed for "
+                f"another {job_class.margin:g}s (heartbeat + jitter)"
+            )
+
+    def _write(self, write: Callable[[], Any]) -> Any:
+        try:
+            return write()
+        except LeaseLost:
+            self._run.cancel("lease_lost")
+            raise JobCancelled("lease_lost") from None
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,142 @@
+"""One running job as the worker's threads share it: lease, local deadlines, cancellation."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from datetime import datetime
+from typing import Any
+
+from tenure.app import JobClass
+from tenure.logs import emit
+from tenure.types import Lease
+
+log = logging.getLogger("tenure.worker")
+
+
+class JobRun:
+    """The state of one claimed job that the runner, the lease keeper and the worker share.
+
+    Local deadlines use `time.monotonic()`; `confirmed_until` is a conservative local bound on
+    the lease: the monotonic time at which the last confirming request was *sent*, plus the
+    lease length (the database's lease started no earlier than that).
+    """
+
+    def __init__(self, lease: Lease, job_class: JobClass, sent_at: float) -> None:
+        self.lease = lease
+        self.job_class = job_class
+        self.started = sent_at
+        self.confirmed_until = sent_at + lease.lease_seconds
+        self.lease_until: datetime = lease.lease_until
+        self.next_renewal = sent_at + job_class.heartbeat
+        self.renewing = True
+        self.unconfirmed_since: float | None = None
+        self.stage_deadline: float | None = (
+            None if job_class.stage_timeout is None else sent_at + job_class.stage_timeout
+        )
+        self.stage_name: str | None = None
+        self.stage_is_effect = False
+        self.cancelled = threading.Event()
+        self.cancel_reason: str | None = None
+        self.async_future: Future[Any] | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self._finished = False
+        self._lock = threading.Lock()
+        self._confirmed = threading.Condition(self._lock)
+
+    # -- outcome ---------------------------------------------------------------------------
+
+    def try_finish(self) -> bool:
+        """Claim the one right to write this run's outcome (complete, fail or release)."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._finished = True
+            return True
+
+    @property
+    def finished(self) -> bool:
+        """True once someone wrote (or gave up writing) the run's outcome."""
+        return self._finished
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    def cancel(self, reason: str) -> None:
+        """Set `cancelled` once, stop renewing, run on_cancel callbacks, cancel an async task."""
+        with self._lock:
+            if self.cancelled.is_set():
+                return
+            self.cancel_reason = reason
+            self.renewing = False
+            self.cancelled.set()
+            callbacks, self._callbacks = self._callbacks, []
+            self._confirmed.notify_all()
+        emit(
+            log,
+            logging.WARNING,
+            "job_cancelled_locally",
+            job=self.lease.job_id,
+            token=self.lease.token,
+            reason=reason,
+        )
+        for callback in callbacks:
+            _call_quietly(callback, self)
+        if self.async_future is not None:
+            self.async_future.cancel()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the run is cancelled (at once if it already is)."""
+        with self._lock:
+            if not self.cancelled.is_set():
+                self._callbacks.append(callback)
+                return
+        _call_quietly(callback, self)
+
+    # -- lease confirmation ------------------------------------------------------------------
+
+    def confirmed(self, sent_at: float, lease_until: datetime) -> None:
+        """The database renewed the lease with a request sent at monotonic `sent_at`."""
+        with self._lock:
+            self.confirmed_until = max(self.confirmed_until, sent_at + self.lease.lease_seconds)
+            self.lease_until = lease_until
+            self.next_renewal = sent_at + self.job_class.heartbeat
+            self.unconfirmed_since = None
+            self._confirmed.notify_all()
+
+    def margin_left(self) -> float:
+        """Seconds of lease this worker can still count on, by its own monotonic clock."""
+        return self.confirmed_until - time.monotonic()
+
+    def wait_for_margin(self, margin: float, timeout: float) -> bool:
+        """Wait until at least `margin` seconds of lease are confirmed, or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.confirmed_until - time.monotonic() < margin:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.cancelled.is_set():
+                    return False
+                self._confirmed.wait(remaining)
+            return True
+
+    def start_segment(self, name: str | None, is_effect: bool = False) -> None:
+        """A stage (or the handler's own work between stages) starts: its timeout restarts."""
+        timeout = self.job_class.stage_timeout
+        self.stage_name = name
+        self.stage_is_effect = is_effect
+        self.stage_deadline = None if timeout is None else time.monotonic() + timeout
+
+
+def _call_quietly(callback: Callable[[], None], run: JobRun) -> None:
+    try:
+        callback()
+    except Exception as exc:  # a failing cancel hook must not stop the others
+        emit(
+            log,
+            logging.WARNING,
+            "on_cancel_failed",
+            job=run.lease.job_id,
+            error_type=type(exc).__name__,
+        )

@@ -1,0 +1,434 @@
+"""The worker: claims jobs, runs their handlers, commits only what its lease allows."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+from tenure.app import App, JobClass
+from tenure.errors import (
+    JobCancelled,
+    LeaseLost,
+    NonRetryable,
+    OwnershipUnknown,
+    StoreUnavailable,
+    TenureError,
+    ToolOutcomeUnknown,
+)
+from tenure.ledger import Ledger, backoff_delay
+from tenure.logs import emit
+from tenure.runtime.context import JobContext
+from tenure.runtime.keeper import LeaseKeeper
+from tenure.runtime.run import JobRun
+from tenure.types import Lease
+
+log = logging.getLogger("tenure.worker")
+
+# While idle, the claim loop waits from this long up to poll_interval, doubling, with jitter.
+_FIRST_IDLE_WAIT = 0.02
+# A commit that meets an unreachable database is retried for this share of a heartbeat.
+_COMMIT_RETRY_SHARE = 1.0
+
+
+def new_worker_id() -> str:
+    """Unique per process start, never reused: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Runs the app's job classes: `Worker(app, concurrency=8).run()` blocks until stopped.
+
+    `with Worker(app) as worker:` runs it on background threads (for embedding and tests).
+    SIGTERM or SIGINT (when `run()` is called on the main thread) stop claiming, give running
+    handlers `grace` seconds, then release the leases of those still running; a second signal
+    stops at once.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        concurrency: int = 4,
+        url: str | None = None,
+        worker_id: str | None = None,
+        poll_interval: float = 1.0,
+        grace: float = 30.0,
+        kinds: list[str] | None = None,
+    ) -> None:
+        if not app.job_classes:
+            raise TenureError("the app has no job classes: register handlers with @app.job")
+        if concurrency < 1:
+            raise TenureError(f"concurrency must be at least 1, got {concurrency}")
+        unknown = set(kinds or []) - set(app.job_classes)
+        if unknown:
+            raise TenureError(f"no job class for kinds {sorted(unknown)}")
+        self.app = app
+        self.concurrency = concurrency
+        self.worker_id = worker_id or new_worker_id()
+        self.poll_interval = poll_interval
+        self.grace = grace
+        self.kinds = kinds or sorted(app.job_classes)
+        self._url = url
+        self.ledger: Ledger | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._runs: dict[str, JobRun] = {}
+        self._runs_lock = threading.Lock()
+        self._slot_freed = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stop_requested = threading.Event()
+        self._hurry = threading.Event()
+        self._claim_thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._fatal: BaseException | None = None
+        self._stop_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Worker:
+        """Connect and start the claim loop, the lease keeper and (if needed) an event loop."""
+        if self.ledger is not None:
+            return self
+        self.ledger = self.app.connect(self._url)
+        self._keeper = LeaseKeeper(
+            self.ledger,
+            on_stage_timeout=self._stage_timed_out,
+            on_lifetime=self._lifetime_reached,
+            on_crash=self._crash,
+        )
+        self._keeper.start()
+        if any(self.app.job_classes[k].is_async for k in self.kinds):
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=self._loop.run_forever, name="tenure-async", daemon=True
+            )
+            self._loop_thread.start()
+        self._claim_thread = threading.Thread(
+            target=self._claim_loop, name="tenure-claim", daemon=True
+        )
+        self._claim_thread.start()
+        emit(
+            log,
+            logging.INFO,
+            "worker_started",
+            worker=self.worker_id,
+            concurrency=self.concurrency,
+            kinds=",".join(self.kinds),
+        )
+        return self
+
+    def run(self) -> None:
+        """Run until `stop()` or a signal. A second signal skips the grace period."""
+        self.start()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._on_signal)
+        while not self._stop_requested.wait(0.2):
+            pass
+        self.stop()
+        if self._fatal is not None:
+            raise TenureError("the worker stopped because a side task died") from self._fatal
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stop_requested.is_set():
+            self._hurry.set()
+        emit(
+            log,
+            logging.WARNING,
+            "worker_signal",
+            worker=self.worker_id,
+            signal=signum,
+            immediate=self._hurry.is_set(),
+        )
+        self._stop_requested.set()
+
+    def request_stop(self) -> None:
+        """Ask `run()` to stop gracefully (thread-safe, returns at once)."""
+        self._stop_requested.set()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop claiming, wait up to `grace` seconds for running handlers, release the rest.
+
+        Idempotent. Threads are joined before the database connections close.
+        """
+        with self._stop_lock:
+            if self._stopped.is_set() or self.ledger is None:
+                return
+            self._stopping.set()
+            self._stop_requested.set()
+            self._slot_freed.set()
+            if self._claim_thread is not None:
+                self._claim_thread.join()
+            deadline = time.monotonic() + (self.grace if grace is None else grace)
+            while self._active() and time.monotonic() < deadline and not self._hurry.is_set():
+                self._slot_freed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self._slot_freed.clear()
+            for run in self._active():
+                run.cancel("shutdown")
+                self._finish(run, "release", lambda r: self._ledger().release(r.lease))
+            if self._keeper is not None:
+                self._keeper.stop()
+            if self._loop is not None and self._loop_thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._loop_thread.join()
+                self._loop.close()
+            emit(log, logging.INFO, "worker_stopped", worker=self.worker_id, **self.stats)
+            self.ledger.close()
+            self._stopped.set()
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: claimed, succeeded, failed, retried, rejected, steps in doubt, …"""
+        return dict(self._keeper.counters) if self._keeper is not None else {}
+
+    def _ledger(self) -> Ledger:
+        assert self.ledger is not None, "the worker is not started"
+        return self.ledger
+
+    def _active(self) -> list[JobRun]:
+        with self._runs_lock:
+            return list(self._runs.values())
+
+    def _crash(self, exc: BaseException) -> None:
+        self._fatal = exc
+        self._hurry.set()
+        self._stop_requested.set()
+
+    # -- claiming ----------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        idle_wait = _FIRST_IDLE_WAIT
+        groups = self._lease_groups()
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(self._active())
+                if free <= 0:
+                    self._slot_freed.wait(self.poll_interval)
+                    self._slot_freed.clear()
+                    continue
+                try:
+                    claimed = self._claim(groups, free)
+                except StoreUnavailable as exc:
+                    emit(
+                        log,
+                        logging.WARNING,
+                        "claim_failed",
+                        worker=self.worker_id,
+                        error_type=type(exc).__name__,
+                    )
+                    claimed = 0
+                if claimed:
+                    idle_wait = _FIRST_IDLE_WAIT
+                    continue
+                self._stopping.wait(idle_wait * random.uniform(0.5, 1.0))
+                idle_wait = min(idle_wait * 2, self.poll_interval)
+        except BaseException as exc:  # a claim loop that dies must stop the worker loudly
+            emit(log, logging.CRITICAL, "claim_loop_crashed", error_type=type(exc).__name__)
+            self._crash(exc)
+
+    def _lease_groups(self) -> list[tuple[float, list[str]]]:
+        """Kinds grouped by lease length: one claim statement per group."""
+        groups: dict[float, list[str]] = {}
+        for kind in self.kinds:
+            groups.setdefault(self.app.job_classes[kind].lease, []).append(kind)
+        return sorted(groups.items())
+
+    def _claim(self, groups: list[tuple[float, list[str]]], free: int) -> int:
+        claimed = 0
+        for lease_seconds, kinds in groups:
+            if claimed >= free:
+                break
+            sent_at = time.monotonic()
+            leases = self._ledger().claim_many(
+                self.worker_id, limit=free - claimed, kinds=kinds, lease_seconds=lease_seconds
+            )
+            for lease in leases:
+                self._start(lease, sent_at)
+            claimed += len(leases)
+        return claimed
+
+    def _start(self, lease: Lease, sent_at: float) -> None:
+        run = JobRun(lease, self.app.job_classes[lease.kind], sent_at)
+        with self._runs_lock:
+            self._runs[lease.job_id] = run
+        assert self._keeper is not None
+        self._keeper.count("claimed")
+        self._keeper.track(run)
+        threading.Thread(
+            target=self._execute, args=(run,), name=f"tenure-job-{lease.job_id}", daemon=True
+        ).start()
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _execute(self, run: JobRun) -> None:
+        lease = run.lease
+        started = time.monotonic()
+        emit(
+            log,
+            logging.INFO,
+            "job_started",
+            job=lease.job_id,
+            kind=lease.kind,
+            token=lease.token,
+            attempt=lease.attempt,
+            worker=self.worker_id,
+        )
+        try:
+            assert self._keeper is not None
+            ctx = JobContext(
+                run, self._ledger(), self._keeper, self._ledger().store.stages(lease.job_id)
+            )
+            result = self._call(run, ctx)
+            self._commit(run, result)
+        except JobCancelled as cancelled:
+            emit(
+                log,
+                logging.WARNING,
+                "job_stopped",
+                job=lease.job_id,
+                token=lease.token,
+                reason=cancelled.reason,
+            )
+        except NonRetryable as exc:
+            self._fail(run, {"code": exc.code}, retryable=False)
+        except ToolOutcomeUnknown:
+            self._fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
+        except OwnershipUnknown:
+            run.cancel("ownership_unknown")
+            self._fail(run, {"code": "ownership_unknown"}, retryable=True)
+        except LeaseLost:
+            run.cancel("lease_lost")
+        except Exception as exc:
+            self._fail(
+                run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
+            )
+        finally:
+            emit(
+                log,
+                logging.INFO,
+                "job_ended",
+                job=lease.job_id,
+                token=lease.token,
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+            )
+            if self._keeper is not None:
+                self._keeper.untrack(run)
+            with self._runs_lock:
+                if self._runs.get(lease.job_id) is run:
+                    del self._runs[lease.job_id]
+            self._slot_freed.set()
+
+    def _call(self, run: JobRun, ctx: JobContext) -> Any:
+        handler = run.job_class.handler
+        if not run.job_class.is_async:
+            return handler(ctx, run.lease.payload)
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(handler(ctx, run.lease.payload), self._loop)
+        run.async_future = future
+        if run.cancelled.is_set():
+            future.cancel()
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise JobCancelled(run.cancel_reason or "cancelled") from None
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _commit(self, run: JobRun, result: Any) -> None:
+        """Publish the result; a stale lease makes it a rejected result, never a success.
+
+        Even when the run was already settled (stage timeout, shutdown), the late result goes
+        to the database, which decides and records it as `result_rejected`.
+        """
+        run.try_finish()
+        self._attempt(run, "complete", lambda r: self._ledger().complete(r.lease, result))
+
+    def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
+        job_class: JobClass = run.job_class
+        retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
+        self._finish(
+            run,
+            "fail",
+            lambda r: self._ledger().fail(r.lease, error, retryable=retryable, retry_in=retry_in),
+        )
+
+    def _finish(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+        if run.try_finish():
+            self._attempt(run, action, write)
+
+    def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+        """Write an outcome; retry while the database is away, for about a heartbeat."""
+        assert self._keeper is not None
+        deadline = time.monotonic() + _COMMIT_RETRY_SHARE * run.job_class.heartbeat
+        while True:
+            try:
+                outcome = write(run)
+            except LeaseLost:
+                self._keeper.count("results_rejected")
+                run.cancel("lease_lost")
+                return
+            except OwnershipUnknown:
+                if time.monotonic() > deadline or self._hurry.is_set():
+                    emit(
+                        log,
+                        logging.WARNING,
+                        "outcome_unwritten",
+                        job=run.lease.job_id,
+                        token=run.lease.token,
+                        action=action,
+                    )
+                    return
+                time.sleep(0.1)
+                continue
+            except StoreUnavailable:
+                emit(
+                    log,
+                    logging.WARNING,
+                    "outcome_unwritten",
+                    job=run.lease.job_id,
+                    token=run.lease.token,
+                    action=action,
+                )
+                return
+            self._keeper.count(
+                {"complete": "succeeded", "release": "released"}.get(
+                    action, "failed" if str(outcome) == "failed" else "retried"
+                )
+            )
+            return
+
+    def _stage_timed_out(self, run: JobRun) -> None:
+        code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
+        emit(
+            log,
+            logging.WARNING,
+            "stage_timeout",
+            job=run.lease.job_id,
+            token=run.lease.token,
+            stage=run.stage_name,
+            code=code,
+        )
+        self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
+
+    def _lifetime_reached(self, run: JobRun) -> None:
+        self._fail(run, {"code": "max_lease_lifetime"}, retryable=True)
