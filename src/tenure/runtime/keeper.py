@@ -148,6 +148,7 @@ class LeaseKeeper:
 
     def _renew(self, due: list[JobRun]) -> None:
         sent_at = time.monotonic()
+        self.count("renewal_batches")
         try:
             result = self._ledger.extend_many([run.lease for run in due])
         except (OwnershipUnknown, StoreUnavailable):

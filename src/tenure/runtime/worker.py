@@ -37,6 +37,8 @@ log = logging.getLogger("tenure.worker")
 
 # While idle, the claim loop waits from this long up to poll_interval, doubling, with jitter.
 _FIRST_IDLE_WAIT = 0.02
+# Cancellations after which a returned result is still offered to the database to judge.
+_DATABASE_DECIDES = frozenset({"lease_lost", "ownership_unknown"})
 # A commit that meets an unreachable database is retried for this share of a heartbeat.
 _COMMIT_RETRY_SHARE = 1.0
 
@@ -355,11 +357,24 @@ class Worker:
     # -- outcomes ----------------------------------------------------------------------------
 
     def _commit(self, run: JobRun, result: Any) -> None:
-        """Publish the result; a stale lease makes it a rejected result, never a success.
+        """Publish the result, only through the lease-guarded write.
 
-        Even when the run was already settled (stage timeout, shutdown), the late result goes
-        to the database, which decides and records it as `result_rejected`.
+        A handler told to stop for a timeout, its lease lifetime or a shutdown publishes
+        nothing: whoever stopped it fails or releases the attempt. After a lost or unconfirmed
+        lease the result still goes to the database, which decides: another owner's lease makes
+        it `result_rejected`, never a success.
         """
+        reason = run.cancel_reason if run.cancelled.is_set() else None
+        if reason is not None and reason not in _DATABASE_DECIDES:
+            emit(
+                log,
+                logging.WARNING,
+                "result_discarded",
+                job=run.lease.job_id,
+                token=run.lease.token,
+                reason=reason,
+            )
+            return
         run.try_finish()
         self._attempt(run, "complete", lambda r: self._ledger().complete(r.lease, result))
 
