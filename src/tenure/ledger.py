@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -20,6 +21,7 @@ from tenure.errors import (
     LeaseLost,
     OwnershipUnknown,
     StoreUnavailable,
+    TenureError,
     TerminalJob,
 )
 from tenure.logs import emit
@@ -84,7 +86,9 @@ class Ledger:
         return self.store.migrate()
 
     def close(self) -> None:
-        """Release the database connections. Idempotent."""
+        """Write any held-back events if the database answers, then release the connections."""
+        with contextlib.suppress(TenureError):
+            self._confirm_unconfirmed(attempts=1)
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -496,9 +500,21 @@ class Ledger:
             reason="zero_rows",
         )
 
-    def _ownership_unknown(self, lease: Lease, operation: str, exc: Exception) -> None:
+    def report_unconfirmed(self, lease: Lease, last_confirmed: datetime) -> None:
+        """A worker's conservative deadline passed without the database confirming the lease:
+        log `ownership_unknown` now, write it to the events when the database answers."""
+        self._ownership_unknown(lease, "lease_unconfirmed", None, last_confirmed=last_confirmed)
+
+    def _ownership_unknown(
+        self,
+        lease: Lease,
+        operation: str,
+        exc: Exception | None,
+        last_confirmed: datetime | None = None,
+    ) -> None:
         request_id = uuid.uuid4().hex[:12]
-        last = lease.lease_until.isoformat()
+        last = (last_confirmed or lease.lease_until).isoformat()
+        error = "none" if exc is None else type(exc).__name__
         emit(
             log,
             logging.WARNING,
@@ -509,30 +525,39 @@ class Ledger:
             last_confirmed_lease_until=last,
             request=request_id,
             operation=operation,
-            error=type(exc).__name__,
+            error=error,
         )
         detail = _detail(
             operation=operation,
             last_confirmed_lease_until=last,
             request_id=request_id,
-            error=type(exc).__name__,
+            error=error,
         )
         with self._unconfirmed_lock:
             self._unconfirmed.append((lease.job_id, lease.owner_id, lease.token, detail, last))
 
-    def _confirm_unconfirmed(self) -> None:
-        """Write the `ownership_unknown` events held back while the database was away."""
+    def _confirm_unconfirmed(self, attempts: int = 3) -> None:
+        """Write the `ownership_unknown` events held back while the database was away.
+
+        Called right after the database answered, so a failure here is most likely a pooled
+        connection the outage broke: try again a few times before keeping them for later.
+        """
         if not self._unconfirmed:
             return
         with self._unconfirmed_lock:
             pending, self._unconfirmed = self._unconfirmed, []
-        for index, (job_id, owner_id, token, detail, _last) in enumerate(pending):
+        index = 0
+        while index < len(pending):
+            job_id, owner_id, token, detail, _last = pending[index]
             try:
                 self.store.record_event(job_id, "ownership_unknown", token, owner_id, detail)
+                index += 1
             except StoreUnavailable:
-                with self._unconfirmed_lock:
-                    self._unconfirmed[:0] = pending[index:]
-                return
+                attempts -= 1
+                if attempts <= 0:
+                    with self._unconfirmed_lock:
+                        self._unconfirmed[:0] = pending[index:]
+                    return
 
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:

@@ -192,6 +192,7 @@ class JobContext:
         if kind is StageKind.EFFECT:
             self._ensure_margin(name)
         self._run.start_segment(name, kind is StageKind.EFFECT)
+        self._keeper.deadlines_changed()
         self._write(
             lambda: self._ledger.start_stage(
                 self._run.lease,
@@ -211,6 +212,7 @@ class JobContext:
             lambda: self._ledger.finish_stage(self._run.lease, plan.position, result)
         )
         self._run.start_segment(None)
+        self._keeper.deadlines_changed()
         return json.loads(text)
 
     def _ensure_margin(self, name: str) -> None:

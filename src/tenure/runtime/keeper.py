@@ -1,9 +1,13 @@
-"""The lease keeper: one thread renews every lease the worker holds, off the work path.
+"""The lease keeper: renews every lease the worker holds, off the work path, and enforces the
+local deadlines by the monotonic clock.
 
-Each tick renews every due lease in one batched statement (`extend_many`), early: at each
-heartbeat interval, not at the last second. It also enforces the local deadlines: a lease that
-could not be confirmed before its conservative end is treated as lost, a stage past its timeout
-is stopped, and renewal stops at the class's max_lease_lifetime.
+Two threads, so that a database that does not answer cannot delay a local decision:
+- the renewer renews every due lease in one batched statement (`extend_many`), early: at each
+  heartbeat interval, not at the last second. It may block on the database.
+- the watcher never touches the database itself: a lease not confirmed before its conservative
+  end is treated as lost (`ownership_unknown`), a stage past its timeout is stopped, and
+  renewal stops at the class's max_lease_lifetime. The writes these lead to (failing the
+  attempt) run on a small settle pool.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import OwnershipUnknown, StoreUnavailable
 from tenure.ledger import Ledger
@@ -25,10 +30,11 @@ log = logging.getLogger("tenure.worker")
 _BATCH_WINDOW = 0.25
 # While the database is away, try again this often (bounded by a quarter heartbeat).
 _RETRY_SECONDS = 1.0
+_IDLE_SECONDS = 1.0
 
 
 class LeaseKeeper:
-    """Renews leases and enforces local deadlines on its own thread."""
+    """Renews leases (renewer thread) and enforces local deadlines (watcher thread)."""
 
     def __init__(
         self,
@@ -44,31 +50,40 @@ class LeaseKeeper:
         self._on_crash = on_crash
         self._runs: dict[str, JobRun] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._renew_wake = threading.Event()
+        self._watch_wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._settle = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tenure-settle")
         self.counters: Counter[str] = Counter()
 
     def start(self) -> None:
-        """Start the thread (idempotent)."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name="tenure-lease-keeper", daemon=True
+        """Start both threads (idempotent)."""
+        if self._threads:
+            return
+        for name, loop in (("renewer", self._renew_loop), ("watcher", self._watch_loop)):
+            thread = threading.Thread(
+                target=self._guarded, args=(loop,), name=f"tenure-lease-{name}", daemon=True
             )
-            self._thread.start()
+            self._threads.append(thread)
+            thread.start()
 
     def stop(self) -> None:
-        """Stop and join the thread (idempotent)."""
+        """Stop and join both threads, then the settle pool (idempotent)."""
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        self._renew_wake.set()
+        self._watch_wake.set()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self._settle.shutdown(wait=True)
 
     def track(self, run: JobRun) -> None:
         """Keep this run's lease from now on."""
         with self._lock:
             self._runs[run.lease.job_id] = run
-        self._wake.set()
+        self._renew_wake.set()
+        self._watch_wake.set()
 
     def untrack(self, run: JobRun) -> None:
         """The handler is done: stop renewing."""
@@ -78,23 +93,24 @@ class LeaseKeeper:
 
     def renew_now(self) -> None:
         """Renew at once (an effect wants a fresher confirmation)."""
-        with self._lock:
-            for run in self._runs.values():
-                run.next_renewal = min(run.next_renewal, time.monotonic())
-        self._wake.set()
+        now = time.monotonic()
+        for run in self._snapshot():
+            run.next_renewal = min(run.next_renewal, now)
+        self._renew_wake.set()
+
+    def deadlines_changed(self) -> None:
+        """A stage started or ended: the watcher recomputes when to wake."""
+        self._watch_wake.set()
 
     def count(self, name: str, n: int = 1) -> None:
         """Add to one of the worker's counters."""
         with self._lock:
             self.counters[name] += n
 
-    def _loop(self) -> None:
+    def _guarded(self, loop: Callable[[], None]) -> None:
         try:
-            while not self._stop.is_set():
-                self._wake.clear()
-                self._tick()
-                self._wake.wait(self._sleep_time())
-        except BaseException as exc:  # a keeper that dies must stop the worker loudly
+            loop()
+        except BaseException as exc:  # a keeper thread that dies must stop the worker loudly
             emit(log, logging.CRITICAL, "lease_keeper_crashed", error_type=type(exc).__name__)
             self._on_crash(exc)
 
@@ -102,49 +118,27 @@ class LeaseKeeper:
         with self._lock:
             return [run for run in self._runs.values() if not run.finished]
 
-    def _sleep_time(self) -> float:
-        moments = []
-        for run in self._snapshot():
-            if run.renewing:
-                moments += [run.next_renewal, run.confirmed_until]
-            if run.stage_deadline is not None and not run.cancelled.is_set():
-                moments.append(run.stage_deadline)
-            if run.job_class.max_lease_lifetime is not None and run.renewing:
-                moments.append(run.started + run.job_class.max_lease_lifetime)
-        if not moments:
-            return 1.0
-        return max(0.0, min(moments) - time.monotonic())
+    @staticmethod
+    def _wait(wake: threading.Event, moments: list[float]) -> None:
+        timeout = _IDLE_SECONDS if not moments else max(0.0, min(moments) - time.monotonic())
+        wake.wait(timeout)
+        wake.clear()
 
-    def _tick(self) -> None:
-        now = time.monotonic()
-        due: list[JobRun] = []
-        for run in self._snapshot():
-            self._enforce_deadlines(run, now)
-            window = _BATCH_WINDOW * run.job_class.heartbeat
-            if run.renewing and run.next_renewal - window <= now:
-                due.append(run)
-        if due:
-            self._renew(due)
+    # -- renewer -----------------------------------------------------------------------------
 
-    def _enforce_deadlines(self, run: JobRun, now: float) -> None:
-        job_class = run.job_class
-        if run.stage_deadline is not None and now >= run.stage_deadline and not run.finished:
-            run.stage_deadline = None
-            self.count("stage_timeouts")
-            run.cancel("stage_timeout")
-            self._on_stage_timeout(run)
-        if (
-            run.renewing
-            and job_class.max_lease_lifetime is not None
-            and now - run.started >= job_class.max_lease_lifetime
-        ):
-            self.count("max_lease_lifetime")
-            run.cancel("max_lease_lifetime")
-            self._on_lifetime(run)
-        if run.renewing and now >= run.confirmed_until:
-            # The lease may be gone by now by the database's clock: act as if it were.
-            self.count("leases_lost")
-            run.cancel("ownership_unknown")
+    def _renew_loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            runs = [run for run in self._snapshot() if run.renewing]
+            due = [
+                run
+                for run in runs
+                if run.next_renewal - _BATCH_WINDOW * run.job_class.heartbeat <= now
+            ]
+            if due:
+                self._renew(due)
+                continue
+            self._wait(self._renew_wake, [run.next_renewal for run in runs])
 
     def _renew(self, due: list[JobRun]) -> None:
         sent_at = time.monotonic()
@@ -162,6 +156,51 @@ class LeaseKeeper:
         for run in due:
             if run.lease.job_id in result.renewed:
                 run.confirmed(sent_at, result.renewed[run.lease.job_id])
+                self._watch_wake.set()
             else:
                 self.count("leases_lost")
+                run.renewing = False
                 run.cancel("lease_lost")
+
+    # -- watcher -----------------------------------------------------------------------------
+
+    def _watch_loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            moments: list[float] = []
+            for run in self._snapshot():
+                moments += self._enforce(run, now)
+            self._wait(self._watch_wake, moments)
+
+    def _enforce(self, run: JobRun, now: float) -> list[float]:
+        """Act on the run's passed deadlines; return the ones still ahead."""
+        job_class = run.job_class
+        ahead: list[float] = []
+        deadline = run.stage_deadline
+        if deadline is not None:
+            if now >= deadline:
+                run.stage_deadline = None
+                self.count("stage_timeouts")
+                run.cancel("stage_timeout")
+                self._settle.submit(self._on_stage_timeout, run)
+            else:
+                ahead.append(deadline)
+        if run.renewing and job_class.max_lease_lifetime is not None:
+            end = run.started + job_class.max_lease_lifetime
+            if now >= end:
+                self.count("max_lease_lifetime")
+                run.renewing = False
+                run.cancel("max_lease_lifetime")
+                self._settle.submit(self._on_lifetime, run)
+            else:
+                ahead.append(end)
+        if not run.cancelled.is_set():
+            if now >= run.confirmed_until:
+                # The lease may be gone by the database's clock: act as if it were, and keep
+                # probing (the renewer) so the database's answer is recorded when it comes.
+                self.count("leases_unconfirmed")
+                self._ledger.report_unconfirmed(run.lease, run.lease_until)
+                run.cancel("ownership_unknown")
+            else:
+                ahead.append(run.confirmed_until)
+        return ahead

@@ -65,12 +65,16 @@ class JobRun:
     # -- cancellation ------------------------------------------------------------------------
 
     def cancel(self, reason: str) -> None:
-        """Set `cancelled` once, stop renewing, run on_cancel callbacks, cancel an async task."""
+        """Set `cancelled` once, run on_cancel callbacks, cancel an async task; stop renewing
+        (except to probe a lease that could not be confirmed)."""
         with self._lock:
             if self.cancelled.is_set():
                 return
             self.cancel_reason = reason
-            self.renewing = False
+            # An unconfirmed lease is still probed, so the database's answer (kept, or
+            # heartbeat_lost) is recorded once it can be reached again.
+            if reason != "ownership_unknown":
+                self.renewing = False
             self.cancelled.set()
             callbacks, self._callbacks = self._callbacks, []
             self._confirmed.notify_all()
@@ -126,7 +130,8 @@ class JobRun:
         timeout = self.job_class.stage_timeout
         self.stage_name = name
         self.stage_is_effect = is_effect
-        self.stage_deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.cancelled.is_set():
+            self.stage_deadline = None if timeout is None else time.monotonic() + timeout
 
 
 def _call_quietly(callback: Callable[[], None], run: JobRun) -> None:

@@ -39,8 +39,8 @@ log = logging.getLogger("tenure.worker")
 _FIRST_IDLE_WAIT = 0.02
 # Cancellations after which a returned result is still offered to the database to judge.
 _DATABASE_DECIDES = frozenset({"lease_lost", "ownership_unknown"})
-# A commit that meets an unreachable database is retried for this share of a heartbeat.
-_COMMIT_RETRY_SHARE = 1.0
+# An outcome that meets an unreachable database is retried for up to one lease length: past
+# that the lease has surely expired and the database would refuse it anyway.
 
 
 def new_worker_id() -> str:
@@ -392,9 +392,9 @@ class Worker:
             self._attempt(run, action, write)
 
     def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
-        """Write an outcome; retry while the database is away, for about a heartbeat."""
+        """Write an outcome; retry while the database is away, for up to a lease length."""
         assert self._keeper is not None
-        deadline = time.monotonic() + _COMMIT_RETRY_SHARE * run.job_class.heartbeat
+        deadline = time.monotonic() + run.job_class.lease
         while True:
             try:
                 outcome = write(run)

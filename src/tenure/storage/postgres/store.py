@@ -6,6 +6,7 @@ an autocommit connection from a psycopg_pool pool: one round trip per operation.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -89,6 +90,8 @@ class PostgresStore:
         self._where = _where(url)
         self._timeout = timeout
         self._watchdog = Watchdog(_sever_connection)
+        self._checking = False
+        self._checking_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[DictRow]] = (
             psycopg_pool.ConnectionPool(
                 build_conninfo(url, timeout),
@@ -119,7 +122,27 @@ class PostgresStore:
         except psycopg_pool.PoolClosed as exc:
             raise StoreUnavailable("this ledger is closed") from exc
         except psycopg.OperationalError as exc:
+            self._check_pool_soon()
             raise StoreUnavailable(f"{self._where} did not answer: {exc}") from exc
+
+    def _check_pool_soon(self) -> None:
+        """After a connection error, test the idle connections in the background: a network
+        cut breaks them all, and each would otherwise fail one operation before its discard."""
+        with self._checking_lock:
+            if self._checking:
+                return
+            self._checking = True
+
+        def check() -> None:
+            try:
+                self._pool.check()
+            except (psycopg.Error, psycopg_pool.PoolClosed):
+                pass
+            finally:
+                with self._checking_lock:
+                    self._checking = False
+
+        threading.Thread(target=check, name="tenure-pg-pool-check", daemon=True).start()
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[DictRow]:
         deadline = self._timeout + _CLIENT_GRACE_SECONDS

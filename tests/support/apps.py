@@ -1,0 +1,114 @@
+"""Job classes that worker processes run in the fault tests: `tenure worker
+tests.support.apps:app`. They talk to the test through marker files in $TENURE_TEST_DIR."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import tenure
+
+DIR = Path(os.environ.get("TENURE_TEST_DIR", "."))
+RECEIVER = os.environ.get("TENURE_TEST_RECEIVER", "")
+NAME = os.environ.get("TENURE_TEST_NAME", f"pid-{os.getpid()}")
+FAST = {"lease": 1.0, "heartbeat": 0.25, "missed": 1, "jitter": 0.3, "backoff": 0.01}
+
+app = tenure.App()
+
+
+def mark(name: str, text: str = "") -> None:
+    """Append a line to a marker file (O_APPEND: safe across processes)."""
+    with open(DIR / name, "a") as handle:
+        handle.write(text + "\n")
+
+
+def wait_for(name: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (DIR / name).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(name)
+        time.sleep(0.01)
+
+
+def post(effect: str, fx: tenure.Effect, scope: str, body: Any) -> Any:
+    request = urllib.request.Request(  # noqa: S310 - the test receiver on loopback
+        f"{RECEIVER}/{effect}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Idempotency-Key": fx.key,
+            "X-Execution-Fence": str(fx.fence),
+            "X-Execution-Scope": scope,
+            "Content-Type": "application/json",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback only
+        return json.loads(response.read())
+
+
+@app.job("three_stages", **FAST)
+def three_stages(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Stage two announces itself, then waits for the test (which may kill -9 us there)."""
+    ctx.step("one", lambda: mark("ran", "1"))
+
+    def two() -> None:
+        mark("ran", "2")
+        mark(f"in-two-{os.getpid()}")
+        wait_for("go-two")
+
+    ctx.step("two", two)
+    ctx.step("three", lambda: mark("ran", "3"))
+    return {"by": NAME}
+
+
+@app.job("charge", lease=2.0, heartbeat=0.4, missed=1, jitter=0.5, backoff=0.01)
+def charge(ctx: tenure.JobContext, payload: Any) -> Any:
+    """The seed's unpleasant test. W1 sends the charge, then stalls inside the effect until
+    the test lets it go; a naive handler, it carries on and tries a second effect."""
+
+    def send(fx: tenure.Effect) -> Any:
+        receipt = post("charge", fx, ctx.job_id, {"amount": payload["amount"], "by": NAME})
+        mark(f"charged-{NAME}", json.dumps({"token": fx.fence, "in_doubt": fx.in_doubt}))
+        if NAME == "W1":
+            wait_for("W1-continue")
+        return receipt
+
+    try:
+        receipt = ctx.effect("charge", send)
+    except tenure.JobCancelled:
+        receipt = None
+    if NAME == "W1":
+        try:
+            ctx.effect("notify", lambda fx: post("notify", fx, ctx.job_id, {"by": NAME}))
+            mark("W1-notify-sent")
+        except (tenure.JobCancelled, tenure.OwnershipUnknown) as exc:
+            mark("W1-notify-refused", f"{type(exc).__name__}:{ctx.cancel_reason}")
+    return {"by": NAME, "receipt": receipt}
+
+
+@app.job("long_stage", **FAST)
+def long_stage(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A long cooperative stage: it ends when told to stop or when the test says finish."""
+    ctx.step("first", lambda: mark("ran", "first"))
+
+    def long() -> str:
+        mark(f"in-long-{os.getpid()}")
+        while not ctx.cancelled.is_set():
+            if (DIR / "finish").exists():
+                return "finished"
+            time.sleep(0.01)
+        return "stopped"
+
+    return ctx.step("long", long)
+
+
+@app.job("clocked", **FAST)
+def clocked(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Record this process's wall clock, then work for over two lease lengths."""
+    wall = ctx.step("wall", time.time)
+    time.sleep(2.5 * FAST["lease"])
+    return {"wall": wall, "by": NAME}

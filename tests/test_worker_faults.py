@@ -1,0 +1,297 @@
+"""Real faults against real worker processes (`tenure worker`): kill -9, a cut network,
+SIGTERM, and clocks skewed by hours."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure import JobState
+from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
+from tests.support.processes import ROOT
+from tests.support.proxy import proxy_to
+from tests.support.receiver import Receiver
+from tests.support.waiting import poll
+
+pytestmark = pytest.mark.slow
+
+
+class Workers:
+    """Worker processes started with `tenure worker tests.support.apps:app`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        self, url: str, name: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        environment = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TENURE_TEST_DIR": str(self.folder),
+            "TENURE_TEST_NAME": name,
+            **(env or {}),
+        }
+        environment.pop("TENURE_DATABASE_URL", None)
+        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tenure.cli",
+                "worker",
+                "tests.support.apps:app",
+                "--db",
+                url,
+                "--poll",
+                "0.05",
+                *args,
+            ],
+            env=environment,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
+        self.procs.append(proc)
+        poll(
+            lambda: (
+                b"worker_started" in (self.folder / f"{name}.log").read_bytes()
+                or proc.poll() is not None
+            ),
+            30,
+            f"worker {name} to start",
+        )
+        assert proc.poll() is None, (self.folder / f"{name}.log").read_text()
+        return proc
+
+    def log_events(self, name: str) -> list[dict[str, Any]]:
+        lines = (self.folder / f"{name}.log").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(tmp_path)
+    yield group
+    group.stop_all()
+
+
+def marker(folder: Path, name: str) -> list[str]:
+    path = folder / name
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_kill_9_inside_stage_two_of_three(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, tmp_path: Path
+) -> None:
+    """Worker A is killed with SIGKILL inside stage 2 of 3; standby worker B finishes the job:
+    stage 1 ran once, stage 2 is reported in doubt (and, being a step, runs again), stage 3 ran
+    once. Prints the failover time from the kill to B's claim (database clock)."""
+    job_id = ledger.submit("three_stages", {})
+    a = workers.start(db_url, "A")
+    poll(lambda: list(tmp_path.glob(f"in-two-{a.pid}")), 30, "A inside stage two")
+    workers.start(db_url, "B")
+    killed_at = ledger.now()
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    (tmp_path / "go-two").touch()
+    job = poll(lambda: (j := ledger.get(job_id)).terminal and j, 30, "the job to finish")
+    assert (job.state, job.result, job.fencing_token) == (JobState.SUCCEEDED, {"by": "B"}, 2)
+    assert marker(tmp_path, "ran") == ["1", "2", "2", "3"]
+    events = ledger.events(job_id)
+    in_doubt = [e for e in events if e.type == "step_in_doubt"]
+    assert [(e.detail["name"], e.detail["started_token"], e.token) for e in in_doubt] == [
+        ("two", 1, 2)
+    ]
+    claims = [e for e in events if e.type == "job_claimed"]
+    assert [e.token for e in claims] == [1, 2]
+    assert [s.token for s in ledger.stages(job_id)] == [1, 2, 2]
+    failover = (claims[1].at - killed_at).total_seconds()
+    print(f"\nfailover (lease 1.0 s, heartbeat 0.25 s): SIGKILL -> reclaim {failover:.3f} s")
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_sigterm_during_a_long_stage_releases_the_lease(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, tmp_path: Path, signals: int
+) -> None:
+    """SIGTERM during a long stage: after the grace period (or at once on a second signal) the
+    lease is released without spending the attempt; another worker resumes after step 1."""
+    job_id = ledger.submit("long_stage", {})
+    grace = "0.3" if signals == 1 else "120"
+    a = workers.start(db_url, "A", "--grace", grace)
+    poll(lambda: list(tmp_path.glob(f"in-long-{a.pid}")), 30, "A in the long stage")
+    for sent in range(1, signals + 1):
+        # Signals are not queued: send the next only once the worker saw the last one.
+        a.send_signal(signal.SIGTERM)
+        poll(
+            lambda n=sent: sum(e["event"] == "worker_signal" for e in workers.log_events("A")) >= n,
+            10,
+            "the worker to see the signal",
+        )
+    assert a.wait(20) == 0
+    job = ledger.get(job_id)
+    assert (job.state, job.attempt, job.step, job.owner_id) == (JobState.QUEUED, 0, 1, None)
+    assert "job_released" in [e.type for e in ledger.events(job_id)]
+    (tmp_path / "finish").touch()
+    workers.start(db_url, "B")
+    job = poll(lambda: (j := ledger.get(job_id)).terminal and j, 30, "the job to finish")
+    assert (job.state, job.result, job.attempt) == (JobState.SUCCEEDED, "finished", 1)
+    assert marker(tmp_path, "ran") == ["first"]
+
+
+def test_the_seeds_unpleasant_test(
+    postgres_server: PostgresServer, workers: Workers, tmp_path: Path
+) -> None:
+    """W1 reaches PostgreSQL through a proxy; it claims, sends the charge to the receiver and
+    stalls. The proxy is cut; the lease expires by the database's clock; W2 claims, resends the
+    in-doubt charge with the same key and a higher fence (the receiver replays it), completes.
+    The proxy is restored and W1 resumes: it cannot extend, cannot commit, and makes no second
+    irreversible effect; its events say why."""
+    schema = new_schema(postgres_server)
+    receiver = Receiver()
+    direct = with_schema(postgres_server.url, schema)
+    ledger = tenure.connect(direct)
+    try:
+        with proxy_to(postgres_server.upstream()) as proxy:
+            env = {"TENURE_TEST_RECEIVER": receiver.url}
+            job_id = ledger.submit("charge", {"amount": 42})
+            workers.start(postgres_server.proxied_url(schema, proxy.port), "W1", env=env)
+            poll(lambda: marker(tmp_path, "charged-W1"), 30, "W1 to send the charge")
+            w1 = ledger.get(job_id).owner_id
+            proxy.cut()
+            workers.start(direct, "W2", env=env)
+            job = poll(lambda: (j := ledger.get(job_id)).terminal and j, 30, "W2 to finish")
+            proxy.restore()
+            (tmp_path / "W1-continue").touch()
+            poll(
+                lambda: (
+                    {"heartbeat_lost", "result_rejected"}
+                    <= {e.type for e in ledger.events(job_id) if e.owner_id == w1}
+                ),
+                30,
+                "W1's verdict",
+            )
+            poll(lambda: marker(tmp_path, "W1-notify-refused"), 10, "W1's second effect")
+            events = ledger.events(job_id)
+    finally:
+        workers.stop_all()
+        receiver.close()
+        ledger.close()
+        drop_schema(postgres_server, schema)
+
+    key = f"tool-job:{job_id}:charge"
+    assert [(r["effect"], r["fence"], r["key"]) for r in receiver.applied] == [("charge", 1, key)]
+    assert [(r["effect"], r["fence"], r["key"]) for r in receiver.replayed] == [("charge", 2, key)]
+    assert receiver.refused == []
+    assert not marker(tmp_path, "W1-notify-sent")
+    assert marker(tmp_path, "W1-notify-refused")[0].startswith("JobCancelled")
+    assert (job.state, job.fencing_token) == (JobState.SUCCEEDED, 2)
+    assert job.result == {"by": "W2", "receipt": {"receipt": "r-1", "fence": 1}}
+    assert json.loads(marker(tmp_path, "charged-W2")[0]) == {"token": 2, "in_doubt": True}
+    w1_events = [e.type for e in events if e.owner_id == w1]
+    assert w1_events[0] == "job_claimed"
+    assert {"ownership_unknown", "heartbeat_lost", "result_rejected"} <= set(w1_events)
+
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+/* Shift CLOCK_REALTIME only: the monotonic clock (timed waits, deadlines) stays true. */
+static long skew(void) { const char *s = getenv("SKEW_SECONDS"); return s ? atol(s) : 0; }
+int clock_gettime(clockid_t clock, struct timespec *tp) {
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real) real = dlsym(RTLD_NEXT, "clock_gettime");
+    int rc = real(clock, tp);
+    if (rc == 0 && (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE))
+        tp->tv_sec += skew();
+    return rc;
+}
+int gettimeofday(struct timeval *tv, void *tz) {
+    static int (*real)(struct timeval *, void *);
+    if (!real) real = dlsym(RTLD_NEXT, "gettimeofday");
+    int rc = real(tv, tz);
+    if (rc == 0 && tv) tv->tv_sec += skew();
+    return rc;
+}
+time_t time(time_t *out) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (out) *out = now.tv_sec;
+    return now.tv_sec;
+}
+"""
+
+
+def test_workers_with_clocks_hours_off_behave_like_the_others(
+    postgres_server: PostgresServer, workers: Workers, tmp_path: Path
+) -> None:
+    """Two workers whose wall clocks are 3 hours ahead and 3 hours behind (an LD_PRELOAD shim
+    that shifts CLOCK_REALTIME only) run jobs that outlive their lease: each job is claimed
+    once, keeps its one token, and succeeds. Only the database's clock decides."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "a C compiler is needed to build the clock shim"
+    (tmp_path / "skew.c").write_text(SHIM)
+    shim = tmp_path / "skew.so"
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "skew.c"), "-ldl"],
+        check=True,
+    )
+    schema = new_schema(postgres_server)
+    url = with_schema(postgres_server.url, schema)
+    ledger = tenure.connect(url)
+    try:
+        for name, seconds in (("ahead", "10800"), ("behind", "-10800")):
+            workers.start(
+                url,
+                name,
+                "--concurrency",
+                "3",
+                env={"LD_PRELOAD": str(shim), "SKEW_SECONDS": seconds},
+            )
+        ids = [ledger.submit("clocked", {"i": i}) for i in range(6)]
+        jobs = [
+            poll(lambda j=job_id: (x := ledger.get(j)).terminal and x, 40, "jobs") for job_id in ids
+        ]
+        claims = {
+            job.id: [e.token for e in ledger.events(job.id) if e.type == "job_claimed"]
+            for job in jobs
+        }
+    finally:
+        workers.stop_all()
+        ledger.close()
+        drop_schema(postgres_server, schema)
+    assert [j.state for j in jobs] == [JobState.SUCCEEDED] * 6
+    assert all(tokens == [1] for tokens in claims.values()), claims
+    by = {job.result["by"] for job in jobs}
+    assert by == {"ahead", "behind"}
+    for job in jobs:
+        offset = job.result["wall"] - job.created_at.timestamp()
+        expected = 10800 if job.result["by"] == "ahead" else -10800
+        assert abs(offset - expected) < 60, (job.result, offset)
+    assert all(j.updated_at - j.created_at < timedelta(minutes=1) for j in jobs)
