@@ -96,12 +96,13 @@ class Counter:
 
 def sqlite_counter(ledger: tenure.Ledger) -> Counter:
     counter = Counter()
-    conn = ledger.store._conn()  # type: ignore[attr-defined]
 
     def trace(sql: str) -> None:
         counter.statements += 1
 
-    conn.set_trace_callback(trace)
+    # One thread: the pool hands the same idle connection back every time.
+    with ledger.store._conn() as conn:  # type: ignore[attr-defined]
+        conn.set_trace_callback(trace)
     return counter
 
 

@@ -445,3 +445,22 @@ def test_logs_are_json_lines_without_content(make_app: Callable[[], tenure.App])
     assert {"job_submitted", "job_claimed", "job_started", "job_ended"} <= names
     assert all(line.get("job") in {None, job_id} for line in lines)
     assert secret not in stream.getvalue()
+
+
+def test_sqlite_connections_stay_few_while_many_jobs_run(tmp_path: Path) -> None:
+    """Each job runs on a new thread, yet the SQLite store reuses a few pooled connections."""
+    app = tenure.App(f"sqlite:///{tmp_path / 't.db'}")
+
+    @app.job("tiny", **SHORT)
+    def tiny(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
+        return ctx.step("one", lambda: payload["i"])
+
+    ids = [app.submit("tiny", {"i": i}) for i in range(40)]
+    try:
+        with tenure.Worker(app, concurrency=3) as worker:
+            for job_id in ids:
+                assert app.ledger.wait(job_id, 20).state is JobState.SUCCEEDED
+            opened = len(worker.ledger.store._all)  # type: ignore[union-attr]
+    finally:
+        app.close()
+    assert opened <= 3 + 3  # runners, keeper threads, claim loop: far below one per job

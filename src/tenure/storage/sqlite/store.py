@@ -59,24 +59,41 @@ def _dumps(value: Any) -> str:
 
 
 class SqliteStore:
-    """One connection per thread to one WAL database file."""
+    """A small pool of connections to one WAL database file.
+
+    Connections are reused across threads (one at a time each): a worker that runs every job
+    on a new thread must not open a connection per job.
+    """
 
     def __init__(self, url: str, *, timeout: float = 5.0) -> None:
         self.path = path_from_url(url)
         self._timeout = timeout
-        self._local = threading.local()
+        self._idle: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
 
     # -- connections and transactions -------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
-        if self._closed:
-            raise StoreUnavailable("this ledger is closed")
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        """An idle connection (or a new one) for the duration of the block."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable("this ledger is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+
+    def _open(self) -> sqlite3.Connection:
         with self._translate():
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
@@ -86,7 +103,6 @@ class SqliteStore:
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-        self._local.conn = conn
         with self._lock:
             self._all.append(conn)
         return conn
@@ -116,8 +132,7 @@ class SqliteStore:
     @contextmanager
     def _write(self) -> Iterator[tuple[sqlite3.Connection, float]]:
         """BEGIN IMMEDIATE; yield the connection and the clock read under the write lock."""
-        conn = self._conn()
-        with self._translate():
+        with self._conn() as conn, self._translate():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 now = float(conn.execute(Q["now"]).fetchone()[0])
@@ -133,8 +148,8 @@ class SqliteStore:
                 raise
 
     def _read(self, name: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        with self._translate():
-            return self._conn().execute(Q[name], params).fetchall()
+        with self._translate(), self._conn() as conn:
+            return conn.execute(Q[name], params).fetchall()
 
     @staticmethod
     def _event(
@@ -506,13 +521,13 @@ class SqliteStore:
         return [event_from_row(row, DECODE) for row in self._read("events", {"job_id": job_id})]
 
     def close(self) -> None:
-        """Close every thread's connection."""
+        """Close every connection (one in use closes when its block ends). Idempotent."""
         with self._lock:
             self._closed = True
-            conns, self._all = self._all, []
-        for conn in conns:
+            idle, self._idle = self._idle, []
+            self._all = []
+        for conn in idle:
             conn.close()
-        self._local = threading.local()
 
 
 def _statements(script: str) -> Iterator[str]:

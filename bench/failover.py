@@ -1,0 +1,95 @@
+"""Time from a worker's death (SIGKILL) to another worker resuming its job.
+
+    python bench/failover.py [--db URL] [--classes short_class default_class]
+
+For each class: worker A (a `tenure worker` process) claims the job and works; standby worker B
+idles; A is killed with SIGKILL; the figure is B's claim time minus the kill time, both read
+from the database's clock, and the time until B's handler starts. The default class (lease 90 s)
+takes about a minute and a half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import tenure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(url: str, folder: Path, name: str, kind: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TENURE_BENCH_DIR": str(folder)}
+    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tenure.cli",
+            "worker",
+            "bench.failover_app:app",
+            "--db",
+            url,
+            "--concurrency",
+            "1",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=log,
+    )
+    deadline = time.monotonic() + 30
+    while b"worker_started" not in (folder / f"{name}.log").read_bytes():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"worker {name} did not start")
+        time.sleep(0.02)
+    return proc
+
+
+def measure(url: str, kind: str) -> None:
+    folder = Path(tempfile.mkdtemp())
+    with tenure.connect(url) as ledger:
+        job_id = ledger.submit(kind, {})
+        a = start(url, folder, "A", kind)
+        while not (folder / f"started-{a.pid}").exists():
+            time.sleep(0.01)
+        b = start(url, folder, "B", kind)
+        killed_at = ledger.now()
+        killed_mono = time.monotonic()
+        a.send_signal(signal.SIGKILL)
+        a.wait()
+        while not (folder / f"started-{b.pid}").exists():
+            time.sleep(0.01)
+        resumed = time.monotonic() - killed_mono
+        claims = [e for e in ledger.events(job_id) if e.type == "job_claimed"]
+        ledger.cancel(job_id)  # so that stopping B does not hand the job to the next run
+        b.send_signal(signal.SIGTERM)
+        b.wait(60)
+        job_class = __import__("bench.failover_app", fromlist=["app"]).app.job_classes[kind]
+        claimed = (claims[-1].at - killed_at).total_seconds()
+        print(
+            f"{kind:14} lease {job_class.lease:>5g}s heartbeat {job_class.heartbeat:>5g}s  "
+            f"SIGKILL -> claim by B {claimed:8.3f}s   -> B's handler running {resumed:8.3f}s"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", default=None)
+    parser.add_argument("--classes", nargs="*", default=["short_class", "default_class"])
+    args = parser.parse_args()
+    url = args.db or f"sqlite:///{tempfile.mkdtemp()}/failover.db"
+    sys.path.insert(0, str(ROOT))
+    print(f"database: {url.rsplit('@', maxsplit=1)[-1]}")
+    for kind in args.classes:
+        measure(url, kind)
+
+
+if __name__ == "__main__":
+    main()
