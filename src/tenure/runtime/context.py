@@ -13,15 +13,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.errors import JobCancelled, LeaseLost, OwnershipUnknown, StageMismatch
-from tenure.logs import emit
 from tenure.types import JSON, Stage, StageKind, StageStatus
 
 if TYPE_CHECKING:
     from tenure.ledger import Ledger
     from tenure.runtime.keeper import LeaseKeeper
     from tenure.runtime.run import JobRun
-
-log = logging.getLogger("tenure.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,15 +176,8 @@ class JobContext:
                 started_token=recorded.token,
             )
             self._keeper.count("steps_in_doubt")
-            emit(
-                log,
-                logging.WARNING,
-                "step_in_doubt",
-                job=self.job_id,
-                token=self.token,
-                position=position,
-                name=name,
-                kind=kind.value,
+            self._run.log(
+                logging.WARNING, "step_in_doubt", position=position, name=name, kind=kind.value
             )
         if kind is StageKind.EFFECT:
             self._ensure_margin(name)

@@ -47,6 +47,10 @@ class JobRun:
         self._lock = threading.Lock()
         self._confirmed = threading.Condition(self._lock)
 
+    def log(self, level: int, event: str, **fields: Any) -> None:
+        """Log an event about this run, with its job id and token."""
+        emit(log, level, event, job=self.lease.job_id, token=self.lease.token, **fields)
+
     # -- outcome ---------------------------------------------------------------------------
 
     def try_finish(self) -> bool:
@@ -78,14 +82,7 @@ class JobRun:
             self.cancelled.set()
             callbacks, self._callbacks = self._callbacks, []
             self._confirmed.notify_all()
-        emit(
-            log,
-            logging.WARNING,
-            "job_cancelled_locally",
-            job=self.lease.job_id,
-            token=self.lease.token,
-            reason=reason,
-        )
+        self.log(logging.WARNING, "job_cancelled_locally", reason=reason)
         for callback in callbacks:
             _call_quietly(callback, self)
         if self.async_future is not None:
@@ -138,10 +135,4 @@ def _call_quietly(callback: Callable[[], None], run: JobRun) -> None:
     try:
         callback()
     except Exception as exc:  # a failing cancel hook must not stop the others
-        emit(
-            log,
-            logging.WARNING,
-            "on_cancel_failed",
-            job=run.lease.job_id,
-            error_type=type(exc).__name__,
-        )
+        run.log(logging.WARNING, "on_cancel_failed", error_type=type(exc).__name__)

@@ -285,13 +285,10 @@ class Worker:
     def _execute(self, run: JobRun) -> None:
         lease = run.lease
         started = time.monotonic()
-        emit(
-            log,
+        run.log(
             logging.INFO,
             "job_started",
-            job=lease.job_id,
             kind=lease.kind,
-            token=lease.token,
             attempt=lease.attempt,
             worker=self.worker_id,
         )
@@ -303,14 +300,7 @@ class Worker:
             result = self._call(run, ctx)
             self._commit(run, result)
         except JobCancelled as cancelled:
-            emit(
-                log,
-                logging.WARNING,
-                "job_stopped",
-                job=lease.job_id,
-                token=lease.token,
-                reason=cancelled.reason,
-            )
+            run.log(logging.WARNING, "job_stopped", reason=cancelled.reason)
         except NonRetryable as exc:
             self._fail(run, {"code": exc.code}, retryable=False)
         except ToolOutcomeUnknown:
@@ -325,13 +315,8 @@ class Worker:
                 run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
             )
         finally:
-            emit(
-                log,
-                logging.INFO,
-                "job_ended",
-                job=lease.job_id,
-                token=lease.token,
-                duration_ms=round((time.monotonic() - started) * 1000, 1),
+            run.log(
+                logging.INFO, "job_ended", duration_ms=round((time.monotonic() - started) * 1000, 1)
             )
             if self._keeper is not None:
                 self._keeper.untrack(run)
@@ -366,14 +351,7 @@ class Worker:
         """
         reason = run.cancel_reason if run.cancelled.is_set() else None
         if reason is not None and reason not in _DATABASE_DECIDES:
-            emit(
-                log,
-                logging.WARNING,
-                "result_discarded",
-                job=run.lease.job_id,
-                token=run.lease.token,
-                reason=reason,
-            )
+            run.log(logging.WARNING, "result_discarded", reason=reason)
             return
         run.try_finish()
         self._attempt(run, "complete", lambda r: self._ledger().complete(r.lease, result))
@@ -404,26 +382,12 @@ class Worker:
                 return
             except OwnershipUnknown:
                 if time.monotonic() > deadline or self._hurry.is_set():
-                    emit(
-                        log,
-                        logging.WARNING,
-                        "outcome_unwritten",
-                        job=run.lease.job_id,
-                        token=run.lease.token,
-                        action=action,
-                    )
+                    run.log(logging.WARNING, "outcome_unwritten", action=action)
                     return
                 time.sleep(0.1)
                 continue
             except StoreUnavailable:
-                emit(
-                    log,
-                    logging.WARNING,
-                    "outcome_unwritten",
-                    job=run.lease.job_id,
-                    token=run.lease.token,
-                    action=action,
-                )
+                run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
             self._keeper.count(
                 {"complete": "succeeded", "release": "released"}.get(
@@ -434,15 +398,7 @@ class Worker:
 
     def _stage_timed_out(self, run: JobRun) -> None:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
-        emit(
-            log,
-            logging.WARNING,
-            "stage_timeout",
-            job=run.lease.job_id,
-            token=run.lease.token,
-            stage=run.stage_name,
-            code=code,
-        )
+        run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
         self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
 
     def _lifetime_reached(self, run: JobRun) -> None:
