@@ -16,7 +16,7 @@ def test_dialects_define_the_same_migrations() -> None:
     """Both dialects have the same migration numbers and names."""
     sqlite, postgres = (load_migrations(d) for d in DIALECTS)
     assert [(m.version, m.name) for m in sqlite] == [(m.version, m.name) for m in postgres]
-    assert sqlite[0].version == 1
+    assert [m.version for m in sqlite] == list(range(1, len(sqlite) + 1))
 
 
 def test_named_queries_cover_the_store_methods() -> None:
@@ -38,6 +38,9 @@ def test_named_queries_cover_the_store_methods() -> None:
         "events",
     }
     assert shared <= sqlite and shared <= postgres
+    assert {q for q in sqlite if q.startswith("fence_")} == {
+        q for q in postgres if q.startswith("fence_")
+    }
     assert {"claim", "extend_many"} <= postgres
     assert {"claim_exhausted", "claim_candidates", "claim_take", "extend"} <= sqlite
 
@@ -49,9 +52,9 @@ def test_a_query_name_may_not_repeat() -> None:
 
 
 def test_migrate_is_idempotent(db_url: str) -> None:
-    """connect() applies version 1 once; later connects and migrate() apply nothing."""
+    """migrate() applies every version once; later connects and migrate() apply nothing."""
     with tenure.connect(db_url, migrate=False) as ledger:
-        assert ledger.migrate() == [1]
+        assert ledger.migrate() == [1, 2]
         assert ledger.migrate() == []
     with tenure.connect(db_url) as ledger:
         assert ledger.migrate() == []
@@ -63,7 +66,7 @@ def test_ten_workers_starting_at_once_migrate_once(db_url: str) -> None:
     """Ten processes released together: exactly one applies the migration, none fails."""
     procs = [worker("migrate", db_url) for _ in range(10)]
     applied = [report["applied"] for report in release_together(procs)]
-    assert sorted(applied, key=len) == [[]] * 9 + [[1]]
+    assert sorted(applied, key=len) == [[]] * 9 + [[1, 2]]
     with tenure.connect(db_url) as ledger:
         ledger.submit("k", {})
         assert len(ledger.list()) == 1

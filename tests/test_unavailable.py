@@ -13,8 +13,8 @@ import pytest
 
 import tenure
 from tenure import JobState
+from tenure.proxy import TcpProxy, proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
-from tests.support.proxy import TcpProxy, proxy_to
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")

@@ -18,9 +18,9 @@ import pytest
 
 import tenure
 from tenure import JobState
+from tenure.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.processes import ROOT
-from tests.support.proxy import proxy_to
 from tests.support.receiver import Receiver
 from tests.support.waiting import poll
 

@@ -27,13 +27,15 @@ class Effect:
 
     `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `fence` is the job's current
     fencing token; `in_doubt` is True when an earlier attempt started this effect and never
-    recorded its result (ask the receiver, or resend with the same key).
+    recorded its result (ask the receiver, or resend with the same key). `job_id` is the scope
+    a receiver keeps the highest fence for (`tenure.fence.headers(fx)` sends all of them).
     """
 
     name: str
     key: str
     fence: int
     in_doubt: bool
+    job_id: str
 
 
 def effect_key(job_id: str, name: str) -> str:
@@ -139,7 +141,8 @@ class JobContext:
         return await asyncio.to_thread(self._end, plan, result)
 
     def _effect(self, plan: _Plan) -> Effect:
-        return Effect(plan.name, effect_key(self.job_id, plan.name), self.token, plan.in_doubt)
+        key = effect_key(self.job_id, plan.name)
+        return Effect(plan.name, key, self.token, plan.in_doubt, self.job_id)
 
     def _begin(self, name: str, kind: StageKind) -> _Plan:
         """Replay a recorded stage, or write its `started` record (write-ahead)."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tenure.errors import UnsupportedDatabase
-from tenure.storage.base import KeyedJob, NewJob, Store
+from tenure.storage.base import FenceRecord, FenceTx, KeyedJob, NewJob, Store
 
-__all__ = ["KeyedJob", "NewJob", "Store", "open_store"]
+__all__ = ["FenceRecord", "FenceTx", "KeyedJob", "NewJob", "Store", "open_store"]
 
 SQLITE_PREFIX = "sqlite://"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")

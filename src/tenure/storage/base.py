@@ -8,11 +8,12 @@ lease as a falsy result and leaves the raising of `LeaseLost` to the ledger.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
+from tenure.types import JSON, Event, Job, JobState, Lease, Stage, StageKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,36 @@ class KeyedJob:
     id: str
     kind: str
     payload_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class FenceRecord:
+    """What a receiver holds for one idempotency key."""
+
+    status: str  # running | done
+    fence: int
+    result: JSON
+    age_seconds: float
+
+
+class FenceTx(Protocol):
+    """The steps of one fence decision, inside a transaction holding the scope's lock."""
+
+    def highest(self, scope: str) -> int:
+        """Lock the scope (creating it at 0) and return its highest accepted fence."""
+        ...
+
+    def get(self, key: str) -> FenceRecord | None:
+        """The record of `key`, locked."""
+        ...
+
+    def begin(self, key: str, scope: str, fence: int) -> None:
+        """Mark `key` as running under `fence`."""
+        ...
+
+    def raise_highest(self, scope: str, fence: int) -> None:
+        """highest := max(highest, fence)."""
+        ...
 
 
 class Store(Protocol):
@@ -142,6 +173,22 @@ class Store(Protocol):
 
     def events(self, job_id: str) -> list[Event]:
         """The job's events in order."""
+        ...
+
+    def fence_transaction(self) -> AbstractContextManager[FenceTx]:
+        """One transaction for a fence decision (check and record together)."""
+        ...
+
+    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+        """Store the result of a running key; False if it is no longer ours."""
+        ...
+
+    def fence_forget(self, key: str, fence: int) -> None:
+        """Drop a running key whose function failed: nothing is stored."""
+        ...
+
+    def fence_lookup(self, key: str) -> FenceRecord | None:
+        """The record of `key`, without locking."""
         ...
 
     def close(self) -> None:

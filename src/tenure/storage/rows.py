@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from tenure.storage.base import FenceRecord
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind, StageStatus
 
 
@@ -107,4 +108,14 @@ def stage_from_row(row: Row, decode: Decoder) -> Stage:
         status=StageStatus(row["status"]),
         token=int(row["token"]),
         result=decode.json(row["result"]),
+    )
+
+
+def fence_record_from_row(row: Row, decode: Decoder) -> FenceRecord:
+    """A `FenceRecord` from a row of the `fence_get`/`fence_lookup` queries."""
+    return FenceRecord(
+        status=row["status"],
+        fence=int(row["fence"]),
+        result=decode.json(row["result"]),
+        age_seconds=float(row["age"]),
     )

@@ -18,13 +18,14 @@ from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
 
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
-from tenure.storage.base import KeyedJob, NewJob
+from tenure.storage.base import FenceRecord, KeyedJob, NewJob
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
     Decoder,
     event_from_row,
+    fence_record_from_row,
     job_from_row,
     json_value,
     lease_from_row,
@@ -361,10 +362,65 @@ class PostgresStore:
         """The job's events in order."""
         return [event_from_row(row, DECODE) for row in self._fetch("events", {"job_id": job_id})]
 
+    @contextmanager
+    def fence_transaction(self) -> Iterator[PostgresFenceTx]:
+        """One transaction; the scope row's FOR UPDATE lock serialises decisions per scope."""
+        deadline = self._timeout + _CLIENT_GRACE_SECONDS
+        with (
+            self._translate(),
+            self._pool.connection() as conn,
+            self._watchdog.deadline(deadline, conn),
+            conn.transaction(),
+        ):
+            yield PostgresFenceTx(conn)
+
+    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+        """Store the result of a running key."""
+        return bool(
+            self._fetch("fence_finish", {"key": key, "fence": fence, "result": result_json})
+        )
+
+    def fence_forget(self, key: str, fence: int) -> None:
+        """Drop a running key."""
+        with self._translate(), self._pool.connection() as conn:
+            conn.execute(Q["fence_forget"], {"key": key, "fence": fence})
+
+    def fence_lookup(self, key: str) -> FenceRecord | None:
+        """The record of `key`."""
+        rows = self._fetch("fence_lookup", {"key": key})
+        return fence_record_from_row(rows[0], DECODE) if rows else None
+
     def close(self) -> None:
         """Close the pool and stop the watchdog. Idempotent."""
         self._pool.close()
         self._watchdog.stop()
+
+
+class PostgresFenceTx:
+    """Fence decision steps inside one transaction."""
+
+    def __init__(self, conn: psycopg.Connection[DictRow]) -> None:
+        self._conn = conn
+
+    def highest(self, scope: str) -> int:
+        """Lock the scope's row (creating it at 0) and return its highest accepted fence."""
+        self._conn.execute(Q["fence_lock_scope"], {"scope": scope})
+        row = self._conn.execute(Q["fence_highest"], {"scope": scope}).fetchone()
+        assert row is not None
+        return int(row["highest"])
+
+    def get(self, key: str) -> FenceRecord | None:
+        """The record of `key`, locked."""
+        row = self._conn.execute(Q["fence_get"], {"key": key}).fetchone()
+        return None if row is None else fence_record_from_row(row, DECODE)
+
+    def begin(self, key: str, scope: str, fence: int) -> None:
+        """Mark `key` running under `fence`."""
+        self._conn.execute(Q["fence_begin"], {"key": key, "scope": scope, "fence": fence})
+
+    def raise_highest(self, scope: str, fence: int) -> None:
+        """highest := max(highest, fence)."""
+        self._conn.execute(Q["fence_raise"], {"scope": scope, "fence": fence})
 
 
 def _sever_connection(conn: object) -> None:

@@ -186,3 +186,45 @@ RETURNING name, kind;
 UPDATE tenure_effects
 SET status = 'done', result = :result, finished_at = :now
 WHERE job_id = :job_id AND name = :name;
+
+-- The fence receiver (FenceGuard): steps of one BEGIN IMMEDIATE transaction.
+
+-- name: fence_lock_scope
+INSERT INTO tenure_fence_scopes (scope, highest, updated_at)
+VALUES (:scope, 0, :now)
+ON CONFLICT (scope) DO NOTHING;
+
+-- name: fence_highest
+SELECT highest FROM tenure_fence_scopes WHERE scope = :scope;
+
+-- name: fence_get
+SELECT status, fence, result, :now - started_at AS age
+FROM tenure_fence_results
+WHERE key = :key;
+
+-- name: fence_begin
+INSERT INTO tenure_fence_results (key, scope, fence, status, started_at)
+VALUES (:key, :scope, :fence, 'running', :now)
+ON CONFLICT (key) DO UPDATE
+SET scope = excluded.scope, fence = excluded.fence, status = 'running', result = NULL,
+    started_at = excluded.started_at, finished_at = NULL;
+
+-- name: fence_raise
+UPDATE tenure_fence_scopes
+SET highest = MAX(highest, :fence), updated_at = :now
+WHERE scope = :scope;
+
+-- name: fence_finish
+UPDATE tenure_fence_results
+SET status = 'done', result = :result, finished_at = :now
+WHERE key = :key AND status = 'running' AND fence = :fence
+RETURNING key;
+
+-- name: fence_forget
+DELETE FROM tenure_fence_results
+WHERE key = :key AND status = 'running' AND fence = :fence;
+
+-- name: fence_lookup
+SELECT status, fence, result, :now - started_at AS age
+FROM tenure_fence_results
+WHERE key = :key;

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
-from tenure.storage.base import KeyedJob, NewJob
+from tenure.storage.base import FenceRecord, KeyedJob, NewJob
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
     Decoder,
     event_from_row,
+    fence_record_from_row,
     job_from_row,
     json_text,
     lease_from_row,
@@ -520,6 +521,33 @@ class SqliteStore:
         """The job's events in order."""
         return [event_from_row(row, DECODE) for row in self._read("events", {"job_id": job_id})]
 
+    @contextmanager
+    def fence_transaction(self) -> Iterator[SqliteFenceTx]:
+        """BEGIN IMMEDIATE: the write lock is the scope's lock."""
+        with self._write() as (conn, now):
+            yield SqliteFenceTx(conn, now)
+
+    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+        """Store the result of a running key."""
+        with self._write() as (conn, now):
+            row = conn.execute(
+                Q["fence_finish"], {"key": key, "fence": fence, "result": result_json, "now": now}
+            ).fetchone()
+            return row is not None
+
+    def fence_forget(self, key: str, fence: int) -> None:
+        """Drop a running key."""
+        with self._write() as (conn, _now):
+            conn.execute(Q["fence_forget"], {"key": key, "fence": fence})
+
+    def fence_lookup(self, key: str) -> FenceRecord | None:
+        """The record of `key`."""
+        rows = self._read("fence_lookup", {"key": key, "now": self._clock()})
+        return fence_record_from_row(rows[0], DECODE) if rows else None
+
+    def _clock(self) -> float:
+        return float(self._read("now", {})[0][0])
+
     def close(self) -> None:
         """Close every connection (one in use closes when its block ends). Idempotent."""
         with self._lock:
@@ -528,6 +556,34 @@ class SqliteStore:
             self._all = []
         for conn in idle:
             conn.close()
+
+
+class SqliteFenceTx:
+    """Fence decision steps inside one BEGIN IMMEDIATE transaction."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self._conn = conn
+        self._now = now
+
+    def highest(self, scope: str) -> int:
+        """The scope's highest accepted fence (0 for a new scope)."""
+        self._conn.execute(Q["fence_lock_scope"], {"scope": scope, "now": self._now})
+        return int(self._conn.execute(Q["fence_highest"], {"scope": scope}).fetchone()[0])
+
+    def get(self, key: str) -> FenceRecord | None:
+        """The record of `key`."""
+        row = self._conn.execute(Q["fence_get"], {"key": key, "now": self._now}).fetchone()
+        return None if row is None else fence_record_from_row(row, DECODE)
+
+    def begin(self, key: str, scope: str, fence: int) -> None:
+        """Mark `key` running under `fence`."""
+        self._conn.execute(
+            Q["fence_begin"], {"key": key, "scope": scope, "fence": fence, "now": self._now}
+        )
+
+    def raise_highest(self, scope: str, fence: int) -> None:
+        """highest := max(highest, fence)."""
+        self._conn.execute(Q["fence_raise"], {"scope": scope, "fence": fence, "now": self._now})
 
 
 def _statements(script: str) -> Iterator[str]:

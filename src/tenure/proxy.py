@@ -1,4 +1,5 @@
-"""A real TCP proxy on loopback that a test can cut or turn into a blackhole."""
+"""A TCP proxy on loopback that the demo, the fault tests and the chaos harness own: it can
+cut a worker off its database or turn the path into a blackhole."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class TcpProxy:
 
     @property
     def mode(self) -> str:
+        """forward, cut or blackhole."""
         return self._mode
 
     def _connect_upstream(self) -> socket.socket:
@@ -96,6 +98,7 @@ class TcpProxy:
         self._mode = "forward"
 
     def close(self) -> None:
+        """Stop listening and drop every connection."""
         self._closed = True
         self.cut()
         self._listener.close()
@@ -110,6 +113,7 @@ def _reset(sock: socket.socket) -> None:
 
 @contextlib.contextmanager
 def proxy_to(upstream: tuple[str, int] | str) -> Iterator[TcpProxy]:
+    """A proxy for the duration of the block."""
     proxy = TcpProxy(upstream)
     try:
         yield proxy

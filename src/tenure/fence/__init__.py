@@ -1,0 +1,23 @@
+"""The receiver side of fencing: `FenceGuard`, `FenceMiddleware` and the client's `headers`."""
+
+from __future__ import annotations
+
+from tenure.errors import StaleFence
+from tenure.fence.guard import FenceGuard
+from tenure.fence.middleware import FenceMiddleware
+from tenure.runtime.context import Effect
+
+__all__ = ["FenceGuard", "FenceMiddleware", "StaleFence", "headers"]
+
+
+def headers(fx: Effect, scope: str | None = None) -> dict[str, str]:
+    """The headers a receiver behind `FenceMiddleware` expects, from an effect's `fx`.
+
+    Works with httpx and requests alike: `client.post(url, json=…, headers=headers(fx))`.
+    The scope defaults to the job id, the unit whose highest fence the receiver keeps.
+    """
+    return {
+        "Idempotency-Key": fx.key,
+        "X-Execution-Fence": str(fx.fence),
+        "X-Execution-Scope": scope or fx.job_id,
+    }

@@ -1,0 +1,156 @@
+"""FenceGuard: the receiver side of fencing. A command runs once per idempotency key, and a new
+command from a stale owner (a fence below the highest accepted for its scope) is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.errors import InvalidArgument, StaleFence
+from tenure.storage import Store, open_store
+from tenure.types import JSON
+from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
+
+# A key left running by a receiver that died is taken over after this long.
+DEFAULT_STALE_AFTER = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with one command: run it, replay a stored result, wait, or refuse it."""
+
+    action: str  # run | replay | wait | stale
+    result: JSON = None
+    highest: int = 0
+
+
+class FenceGuard:
+    """Runs each command once per key and refuses stale owners, on SQLite or PostgreSQL.
+
+    `apply(scope, fence, key, fn)`: `fn()` runs once per key and its JSON result is stored; a
+    repeated key gets the stored result back without `fn` running (even with a lower fence: the
+    same command is replayed, not re-run); a new key whose `fence` is below the highest accepted
+    for `scope` raises `StaleFence`. Check and record are one transaction; a concurrent call with
+    a key in progress waits for the first and gets its result. If `fn` raises, nothing is stored.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        stale_after: float = DEFAULT_STALE_AFTER,
+        max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self.store: Store = open_store(url, timeout=timeout)
+        self.stale_after = stale_after
+        self.max_result_bytes = max_result_bytes
+        try:
+            self.store.migrate()
+        except BaseException:
+            self.store.close()
+            raise
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.store.close()
+
+    def __enter__(self) -> FenceGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def apply(self, scope: str, fence: int, key: str, fn: Callable[[], Any]) -> JSON:
+        """Run `fn` once for `key` under `fence` in `scope`; see the class docstring."""
+        return self.apply_with_status(scope, fence, key, fn)[0]
+
+    def apply_with_status(
+        self, scope: str, fence: int, key: str, fn: Callable[[], Any]
+    ) -> tuple[JSON, bool]:
+        """Like `apply`, and say whether the result was replayed."""
+        self._check(scope, fence, key)
+        pause = 0.005
+        while True:
+            decision = self._decide(scope, fence, key)
+            if decision.action != "wait":
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        if decision.action != "run":
+            return self._settled(decision, scope, fence)
+        try:
+            result = fn()
+        except BaseException:
+            self.store.fence_forget(key, fence)
+            raise
+        return self._store(key, fence, result), False
+
+    async def aapply(
+        self, scope: str, fence: int, key: str, fn: Callable[[], Awaitable[Any]]
+    ) -> tuple[JSON, bool]:
+        """`apply_with_status` for async code: `fn` is awaited, database calls run in threads."""
+        self._check(scope, fence, key)
+        pause = 0.005
+        while True:
+            decision = await asyncio.to_thread(self._decide, scope, fence, key)
+            if decision.action != "wait":
+                break
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        if decision.action != "run":
+            return self._settled(decision, scope, fence)
+        try:
+            result = await fn()
+        except BaseException:
+            await asyncio.to_thread(self.store.fence_forget, key, fence)
+            raise
+        return await asyncio.to_thread(self._store, key, fence, result), False
+
+    def lookup(self, key: str) -> JSON:
+        """The stored result of `key`, or None if it never ran (ask the receiver what happened)."""
+        record = self.store.fence_lookup(check_name(key, "idempotency key"))
+        return None if record is None or record.status != "done" else record.result
+
+    def _check(self, scope: str, fence: int, key: str) -> None:
+        check_name(scope, "fence scope")
+        check_name(key, "idempotency key")
+        check_int(fence, "fence", 0)
+
+    def _decide(self, scope: str, fence: int, key: str) -> Decision:
+        """One transaction: read the scope's highest fence and the key, decide, record."""
+        with self.store.fence_transaction() as tx:
+            highest = tx.highest(scope)
+            record = tx.get(key)
+            if record is not None and record.status == "done":
+                tx.raise_highest(scope, fence)
+                return Decision("replay", record.result, highest)
+            if record is not None and record.age_seconds < self.stale_after:
+                return Decision("wait")
+            if fence < highest:
+                return Decision("stale", highest=highest)
+            tx.begin(key, scope, fence)
+            tx.raise_highest(scope, fence)
+            return Decision("run", highest=max(highest, fence))
+
+    @staticmethod
+    def _settled(decision: Decision, scope: str, fence: int) -> tuple[JSON, bool]:
+        if decision.action == "stale":
+            raise StaleFence(
+                f"fence {fence} for {scope!r} is below the highest accepted ({decision.highest}): "
+                "a newer owner has acted; this command is refused"
+            )
+        return decision.result, True
+
+    def _store(self, key: str, fence: int, result: Any) -> JSON:
+        try:
+            encoded = encode_json(result, "fenced result", self.max_result_bytes)
+        except InvalidArgument:
+            self.store.fence_forget(key, fence)
+            raise
+        self.store.fence_finish(key, fence, encoded.text)
+        return json.loads(encoded.text)

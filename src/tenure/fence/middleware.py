@@ -1,0 +1,152 @@
+"""An ASGI middleware that puts a FenceGuard in front of a receiver's endpoints."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from tenure.errors import StaleFence, TenureError
+from tenure.fence.guard import FenceGuard
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+FENCE, SCOPE, KEY = b"x-execution-fence", b"x-execution-scope", b"idempotency-key"
+REPLAYED = b"x-fence-replayed"
+
+
+class _NotStored(Exception):
+    """A server error from the app: passed on as it is, never stored for replay."""
+
+    def __init__(self, response: dict[str, Any]) -> None:
+        super().__init__(response["status"])
+        self.response = response
+
+
+class FenceMiddleware:
+    """Reads `X-Execution-Fence`, `X-Execution-Scope` and `Idempotency-Key`.
+
+    A stale fence gets 409 with a JSON reason; a repeated key gets the stored status and body
+    (with `X-Fence-Replayed: true`); requests without the headers pass through, or get 428 when
+    `require=True`. A 5xx answer from the app is passed on and not stored, so a retry runs again.
+    """
+
+    def __init__(self, app: ASGIApp, guard: FenceGuard, *, require: bool = False) -> None:
+        self.app = app
+        self.guard = guard
+        self.require = require
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            command = _fence_headers(scope)
+        except ValueError as exc:
+            await _json(send, 400, {"error": "bad_fence_headers", "detail": str(exc)})
+            return
+        if command is not None:
+            await self._guarded(command, scope, receive, send)
+        elif self.require:
+            await _json(
+                send,
+                428,
+                {
+                    "error": "fence_required",
+                    "detail": "send X-Execution-Fence, X-Execution-Scope and Idempotency-Key",
+                },
+            )
+        else:
+            await self.app(scope, receive, send)
+
+    async def _guarded(
+        self, command: tuple[int, str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        fence, fence_scope, key = command
+
+        async def run() -> dict[str, Any]:
+            response = await _capture(self.app, scope, receive)
+            if response["status"] >= 500:
+                raise _NotStored(response)
+            return response
+
+        try:
+            response, replayed = await self.guard.aapply(fence_scope, fence, key, run)
+        except StaleFence as exc:
+            await _json(
+                send,
+                409,
+                {"error": "stale_fence", "scope": fence_scope, "fence": fence, "detail": str(exc)},
+            )
+        except _NotStored as failed:
+            await _replay(send, failed.response, replayed=False)
+        except TenureError as exc:
+            await _json(send, 400, {"error": "bad_fence_headers", "detail": str(exc)})
+        else:
+            await _replay(send, response, replayed=replayed)
+
+
+def _fence_headers(scope: Scope) -> tuple[int, str, str] | None:
+    """(fence, scope, key) from the request headers; None when none of them is there."""
+    headers = {name.lower(): value for name, value in scope.get("headers", [])}
+    present = [name for name in (FENCE, SCOPE, KEY) if name in headers]
+    if not present:
+        return None
+    if len(present) != 3:
+        raise ValueError("X-Execution-Fence, X-Execution-Scope and Idempotency-Key go together")
+    try:
+        return (int(headers[FENCE].decode()), headers[SCOPE].decode(), headers[KEY].decode())
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"fence headers must be text: {exc}") from exc
+
+
+async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> dict[str, Any]:
+    """Run the app and keep its response as JSON-safe data."""
+    status, headers, body = 500, [], bytearray()
+
+    async def keep(message: Message) -> None:
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = [
+                [k.decode("latin-1"), v.decode("latin-1")] for k, v in message.get("headers", [])
+            ]
+        elif message["type"] == "http.response.body":
+            body.extend(message.get("body", b""))
+
+    await app(scope, receive, keep)
+    try:
+        text, encoding = bytes(body).decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(bytes(body)).decode(), "base64"
+    return {"status": status, "headers": headers, "body": text, "encoding": encoding}
+
+
+async def _replay(send: Send, response: dict[str, Any], *, replayed: bool) -> None:
+    body = response["body"]
+    data = base64.b64decode(body) if response["encoding"] == "base64" else body.encode("utf-8")
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response["headers"]]
+    if replayed:
+        headers.append((REPLAYED, b"true"))
+    await send({"type": "http.response.start", "status": response["status"], "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
