@@ -196,6 +196,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tenure.demo.run import run_demo
+
+    return run_demo(args.db)
+
+
 def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
     job = ledger.get(args.id)
     if args.json:
@@ -279,6 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
     p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p = sub.add_parser(
+        "demo",
+        help="play the seed's story: a stale worker's result rejected, its late effect refused",
+        description="Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary "
+        "SQLite database (or --db URL) and shows, for real, what tenure guarantees.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_demo)
     return parser
 
 

@@ -1,0 +1,325 @@
+"""`tenure demo`: W1 claims and is stalled between its lease check and its charge; W2 takes
+over and reconciles the charge; W1 comes back: renewal refused, result rejected, late charge
+refused by the bank. Prints a timeline and a summary; exit 0 only if every guarantee held."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote, urlencode
+
+from psycopg import conninfo
+
+import tenure
+from tenure.demo.bank import Bank, BankServer
+from tenure.fence import FenceGuard
+from tenure.proxy import TcpProxy
+
+DEADLINE_SECONDS = 60.0
+COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
+
+
+@dataclass
+class Line:
+    """One line of the timeline."""
+
+    at: float
+    who: str
+    text: str
+
+
+class Timeline:
+    """Collects what happened, from the ledger, the bank and the demo itself."""
+
+    def __init__(self, out: TextIO, colour: bool) -> None:
+        self.out = out
+        self.colour = colour
+        self.start = time.time()
+        self.lines: list[Line] = []
+
+    def demo(self, text: str) -> None:
+        self.lines.append(Line(time.time(), "demo", text))
+
+    def render(self) -> None:
+        for line in sorted(self.lines, key=lambda line: line.at):
+            label = f"{line.who:>5}"
+            if self.colour:
+                label = f"\033[{COLOURS.get(line.who, '0')}m{label}\033[0m"
+            self.out.write(f"  {line.at - self.start:6.2f}s {label}  {line.text}\n")
+
+
+def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], str]]:
+    """Where a proxy in front of this PostgreSQL forwards to, and the URL through it."""
+    params = conninfo.conninfo_to_dict(url)
+    host = str(params.pop("host", None) or "/var/run/postgresql")
+    port = int(params.pop("port", None) or 5432)
+    user = quote(str(params.pop("user", None) or "postgres"))
+    password = params.pop("password", None)
+    dbname = quote(str(params.pop("dbname", None) or "postgres"))
+    upstream: tuple[str, int] | str = (
+        f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
+    )
+    auth = f"{user}:{quote(str(password))}" if password else user
+    query = urlencode({k: str(v) for k, v in params.items()})
+
+    def through(proxy_port: int) -> str:
+        return f"postgresql://{auth}@127.0.0.1:{proxy_port}/{dbname}" + (
+            f"?{query}" if query else ""
+        )
+
+    return upstream, through
+
+
+def run_demo(db: str | None, out: TextIO = sys.stdout) -> int:
+    """Play the story; return the exit code."""
+    return Demo(db, out).run()
+
+
+class Demo:
+    """One run of the story, with everything it starts and must stop."""
+
+    def __init__(self, db: str | None, out: TextIO) -> None:
+        self.out = out
+        self.folder = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
+        self.url = db or f"sqlite:///{self.folder / 'tenure.db'}"
+        self.is_postgres = not self.url.startswith("sqlite")
+        self.timeline = Timeline(out, out.isatty() and not os.environ.get("NO_COLOR"))
+        self.guard = FenceGuard(f"sqlite:///{self.folder / 'bank.db'}")
+        self.bank = Bank(self.guard)
+        self.server = BankServer(self.bank)
+        self.proxy: TcpProxy | None = None
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.deadline = time.monotonic() + DEADLINE_SECONDS
+
+    def run(self) -> int:
+        self.out.write(
+            f"tenure demo: database {self.url.rsplit('@', maxsplit=1)[-1]}\n"
+            f"             workspace {self.folder}\n\n"
+        )
+        ledger = tenure.connect(self.url)
+        try:
+            job_id = self.play(ledger)
+            job, events = ledger.get(job_id), ledger.events(job_id)
+        except TimeoutError as exc:
+            self.timeline.render()
+            self.out.write(f"\nFAILED: {exc} (logs in {self.folder})\n")
+            return 1
+        finally:
+            self.stop()
+            ledger.close()
+        owners = _owners_of(events)
+        for event in events:
+            self.timeline.lines.append(
+                Line(event.at.timestamp(), owners.get(event.owner_id, "ledger"), _describe(event))
+            )
+        for bank_event in self.bank.events:
+            self.timeline.lines.append(Line(bank_event.at, "bank", _describe_bank(bank_event)))
+        self.out.write(
+            "Timeline (W1 red, W2 green, bank cyan):\n" if self.timeline.colour else "Timeline:\n"
+        )
+        self.timeline.render()
+        return _summary(self.out, job, events, self.bank, owners)
+
+    def play(self, ledger: tenure.Ledger) -> str:
+        """W1 stalls between its check and its send; W2 takes over; W1 comes back."""
+        w1_url = self.url
+        if self.is_postgres:
+            upstream, through = postgres_upstream(self.url)
+            self.proxy = TcpProxy(upstream)
+            w1_url = through(self.proxy.port)
+        job_id = ledger.submit(
+            "invoice", {"invoice": "INV-1042", "amount_cents": 12900}, max_attempts=3
+        )
+        w1 = self.start("W1", w1_url)
+        self.until((self.folder / f"checked-{w1.pid}").exists, "W1 at the charge")
+        self.stall(w1)
+        self.start("W2", self.url)
+        self.until(lambda: ledger.get(job_id).terminal, "W2 to finish the job")
+        self.resume(w1)
+        owners = _owners_of(ledger.events(job_id))
+        self.until(
+            lambda: (
+                {"heartbeat_lost", "result_rejected"}
+                <= {e.type for e in ledger.events(job_id) if owners.get(e.owner_id) == "W1"}
+            ),
+            "W1's renewal and result to be refused",
+        )
+        self.until(
+            lambda: any(e.what == "refused" for e in self.bank.events),
+            "the bank to refuse W1's late charge",
+        )
+        return job_id
+
+    def stall(self, w1: subprocess.Popen[bytes]) -> None:
+        if self.proxy is not None:
+            self.proxy.cut()
+            self.timeline.demo(
+                "W1 passed its lease check for the charge; its database "
+                "connection is cut (proxy) before it sends"
+            )
+        else:
+            w1.send_signal(signal.SIGSTOP)
+            self.timeline.demo(
+                "W1 passed its lease check for the charge and is frozen "
+                "(SIGSTOP: SQLite is a local file, a pause stands in for a cut)"
+            )
+
+    def resume(self, w1: subprocess.Popen[bytes]) -> None:
+        if self.proxy is not None:
+            self.proxy.restore()
+        else:
+            w1.send_signal(signal.SIGCONT)
+        (self.folder / f"go-{w1.pid}").touch()
+        self.timeline.demo("W1 comes back and carries on where it stopped: it sends the charge")
+
+    def start(self, name: str, worker_url: str) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "TENURE_DEMO_DIR": str(self.folder),
+            "TENURE_DEMO_BANK": self.server.url,
+        }
+        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tenure.cli",
+                "worker",
+                "tenure.demo.app:app",
+                "--db",
+                worker_url,
+                "--concurrency",
+                "1",
+                "--poll",
+                "0.05",
+                "--grace",
+                "1",
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+        self.workers[name] = proc
+        self.timeline.demo(f"{name} started (pid {proc.pid})")
+        return proc
+
+    def until(self, check: Callable[[], Any], what: str) -> None:
+        while not check():
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"gave up waiting for {what}")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.workers.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.server.close()
+        self.guard.close()
+        if self.proxy is not None:
+            self.proxy.close()
+
+
+def _owners_of(events: list[tenure.Event]) -> dict[str | None, str]:
+    """Worker ids by the order of their first claim: W1, W2."""
+    names: dict[str | None, str] = {}
+    for event in events:
+        if event.type == "job_claimed" and event.owner_id not in names:
+            names[event.owner_id] = f"W{len(names) + 1}"
+    return names
+
+
+_WRITES = {
+    "complete": "its result",
+    "fail": "its failure report",
+    "finish_stage": "its stage result",
+    "save_step": "its checkpoint",
+}
+
+
+def _describe(event: tenure.Event) -> str:
+    d = event.detail
+    token = f"token {event.token}"
+    texts = {
+        "job_submitted": "job submitted: invoice INV-1042, 129.00 EUR",
+        "job_claimed": f"claims the job ({token}, attempt {d.get('attempt')})",
+        "step_started": f"starts step {d.get('name')!r}",
+        "step_done": f"records stage {d.get('position')} done",
+        "tool_request_started": f"write-ahead: about to send {d.get('name')!r} ({token})",
+        "lease_expired": f"lease of {token} expired by the database's clock",
+        "step_in_doubt": f"finds {d.get('name')!r} in doubt (started by token "
+        f"{d.get('started_token')}, no result): asks the bank to reconcile",
+        "job_succeeded": f"completes the job ({token})",
+        "heartbeat_lost": f"renewal refused: {token} no longer holds the lease",
+        "result_rejected": f"{_WRITES.get(str(d.get('operation')), 'write')} refused: stale "
+        f"{token}, nothing published",
+        "ownership_unknown": f"could not confirm its lease ({token}, {d.get('operation')}): "
+        "starts no new effect",
+        "job_retry_scheduled": f"attempt failed ({d.get('code')}), retry scheduled",
+        "job_failed": f"job failed ({d.get('code')})",
+    }
+    return texts.get(event.type, event.type)
+
+
+def _describe_bank(event: Any) -> str:
+    short = event.key.rsplit(":", 1)[-1]
+    if event.what == "applied":
+        return (
+            f"{event.path}: charge applied as {event.detail} (fence {event.fence}, key ...:{short})"
+        )
+    if event.what == "refused":
+        return f"{event.path}: REFUSED stale fence {event.fence} (key ...:{short})"
+    return f"{event.path}: replayed stored answer (fence {event.fence})"
+
+
+def _summary(
+    out: TextIO,
+    job: tenure.Job,
+    events: list[tenure.Event],
+    bank: Bank,
+    owners: dict[str | None, str],
+) -> int:
+    applied = sum(e.what == "applied" for e in bank.events)
+    refused = sum(e.what == "refused" for e in bank.events)
+    rejected = sum(e.type == "result_rejected" for e in events)
+    finisher = next((owners.get(e.owner_id) for e in events if e.type == "job_succeeded"), None)
+    checks = [
+        (applied == 1, f"effects applied:        {applied} (one charge at the bank, never two)"),
+        (
+            refused >= 1,
+            f"stale effects refused:  {refused} (W1's late charge, refused by the bank's fence)",
+        ),
+        (
+            rejected >= 1,
+            f"stale results rejected: {rejected} (W1's writes after it lost the lease)",
+        ),
+        (
+            job.state is tenure.JobState.SUCCEEDED and finisher == "W2",
+            f"final state:            {job.state.value} by {finisher} (token {job.fencing_token}),"
+            f" result {job.result}",
+        ),
+    ]
+    out.write("\nSummary:\n")
+    for ok, text in checks:
+        out.write(f"  {'ok  ' if ok else 'FAIL'}  {text}\n")
+    held = all(ok for ok, _ in checks)
+    out.write(
+        "\nThe stale worker's result was rejected and its late effect refused: "
+        "nothing was lost, nothing happened twice.\n"
+        if held
+        else "\nA guarantee did not hold: see above.\n"
+    )
+    return 0 if held else 1

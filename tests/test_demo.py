@@ -1,0 +1,55 @@
+"""`tenure demo` as a new user runs it: a subprocess, its exit code and its summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"TENURE_DATABASE_URL", "NO_COLOR"}}
+    return subprocess.run(
+        [sys.executable, "-m", "tenure.cli", "demo", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def check_story(out: str) -> None:
+    assert "ok    effects applied:        1" in out
+    assert "ok    stale effects refused:  1" in out
+    assert "ok    stale results rejected:" in out
+    assert "ok    final state:            succeeded by W2 (token 2)" in out
+    assert "REFUSED stale fence 1" in out
+    assert "\033[" not in out  # piped: no colour
+
+
+def test_demo_on_the_embedded_sqlite_default(tmp_path: Path) -> None:
+    """With no arguments, in an empty folder: the whole story on a temporary SQLite file,
+    exit 0, and nothing left in the current folder."""
+    result = run_demo(cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_story(result.stdout)
+    assert "frozen (SIGSTOP" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_demo_on_postgres(db_url: str, tmp_path: Path) -> None:
+    """With --db: on PostgreSQL the stale worker's connection is really cut by a proxy."""
+    result = run_demo("--db", db_url, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_story(result.stdout)
+    assert "connection is cut (proxy)" in result.stdout
