@@ -88,6 +88,9 @@ def race(ledger: tenure.Ledger, args: argparse.Namespace) -> int:
         claims.append(
             [lease.job_id, lease.token, lease.claimed_at.timestamp(), lease.lease_until.timestamp()]
         )
+        # A worker runs what it claims before claiming again: without this, SQLite's busy
+        # handler lets one process retake the lock over and over (issue 7's fairness).
+        time.sleep(args.work)
     say(owner=args.owner, claims=claims)
     return 0
 
@@ -117,6 +120,7 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=10.0)
     parser.add_argument("--run-for", type=float, default=30.0)
     parser.add_argument("--once", action="store_true", help="race: stop when nothing is left")
+    parser.add_argument("--work", type=float, default=0.002, help="race: seconds per job")
     args = parser.parse_args()
     with tenure.connect(args.url, migrate=False) as ledger:
         return MODES[args.mode](ledger, args)
