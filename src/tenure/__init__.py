@@ -29,7 +29,17 @@ from tenure.errors import (
 from tenure.ledger import Ledger, connect
 from tenure.runtime.context import Effect, JobContext
 from tenure.runtime.worker import Worker
-from tenure.types import Event, ExtendResult, Job, JobState, Lease, Stage, StageKind, StageStatus
+from tenure.types import (
+    TERMINAL_STATES,
+    Event,
+    ExtendResult,
+    Job,
+    JobState,
+    Lease,
+    Stage,
+    StageKind,
+    StageStatus,
+)
 
 # A library stays silent unless the application configures logging for "tenure".
 logging.getLogger("tenure").addHandler(logging.NullHandler())
@@ -40,6 +50,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "TERMINAL_STATES",
     "App",
     "Effect",
     "Event",

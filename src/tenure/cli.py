@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from tenure.app import App
@@ -202,6 +203,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.db)
 
 
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from tenure.chaos.harness import FAULT_KINDS, Harness, Options
+
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    unknown = set(faults) - set(FAULT_KINDS)
+    if unknown:
+        raise UsageError(f"unknown fault kinds {sorted(unknown)}: use {','.join(FAULT_KINDS)}")
+    if args.jobs < 1 or args.workers < 1 or args.duration <= 0:
+        raise UsageError("--jobs, --workers and --duration must be positive")
+    options = Options(
+        db=args.db,
+        jobs=args.jobs,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        duration=args.duration,
+        faults=faults,
+        fault_every=args.fault_every,
+        lease=args.lease,
+        seed=args.seed,
+        report=args.report,
+        drain_timeout=args.drain_timeout,
+    )
+    return Harness(options).run()
+
+
 def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
     job = ledger.get(args.id)
     if args.json:
@@ -266,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
     add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    _add_process_commands(sub)
+    return parser
+
+
+def _add_process_commands(sub: Any) -> None:
+    """`worker`, `demo` and `chaos`: commands that run processes rather than one operation."""
     p = sub.add_parser(
         "worker",
         help="run the handlers of an app",
@@ -293,7 +325,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p, top=False)
     p.set_defaults(standalone=cmd_demo)
-    return parser
+    p = sub.add_parser(
+        "chaos",
+        help="run jobs through worker processes under random faults and check the guarantees",
+        description="Kill, pause, partition and skew worker processes (and restart the database "
+        "when the harness started it: --db embedded) while jobs run; then count what must hold. "
+        "Exits 1 if a job was lost, an effect applied twice or a stale result accepted.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_chaos)
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--workers", type=int, default=3)
+    p.add_argument("--concurrency", type=int, default=2, help="jobs at once per worker")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    p.add_argument("--faults", default="kill,pause,partition,restart,skew")
+    p.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between faults")
+    p.add_argument("--lease", type=float, default=2.0, help="the job class's lease, seconds")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--report", type=Path, help="write the figures as JSON here")
+    p.add_argument("--drain-timeout", type=float, default=180.0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -444,6 +444,11 @@ class Ledger:
             after = self.get(after).id
         return self.store.list_jobs(state, kind, tenant, limit, after)
 
+    def counts(self, kind: str | None = None, tenant: str | None = None) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zeros included)."""
+        found = self.store.count_by_state(kind, tenant)
+        return {state: found.get(state, 0) for state in JobState}
+
     def wait(self, job_id: str, timeout: float = 30.0) -> Job:
         """The job once terminal, or as it is when `timeout` seconds have passed."""
         deadline = time.monotonic() + max(0.0, float(timeout))

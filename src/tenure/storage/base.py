@@ -175,6 +175,10 @@ class Store(Protocol):
         """The job's events in order."""
         ...
 
+    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        ...
+
     def fence_transaction(self) -> AbstractContextManager[FenceTx]:
         """One transaction for a fence decision (check and record together)."""
         ...

@@ -375,3 +375,10 @@ WHERE key = %(key)s AND status = 'running' AND fence = %(fence)s;
 SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
 FROM tenure_fence_results
 WHERE key = %(key)s;
+
+-- name: count_by_state
+SELECT state, count(*) AS n
+FROM tenure_jobs
+WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+GROUP BY state;

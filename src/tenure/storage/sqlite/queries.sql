@@ -228,3 +228,10 @@ WHERE key = :key AND status = 'running' AND fence = :fence;
 SELECT status, fence, result, :now - started_at AS age
 FROM tenure_fence_results
 WHERE key = :key;
+
+-- name: count_by_state
+SELECT state, count(*) AS n
+FROM tenure_jobs
+WHERE (:kind IS NULL OR kind = :kind)
+  AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY state;

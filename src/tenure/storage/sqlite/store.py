@@ -517,6 +517,11 @@ class SqliteStore:
         )
         return [job_from_row(row, DECODE) for row in rows]
 
+    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        rows = self._read("count_by_state", {"kind": kind, "tenant": tenant})
+        return {JobState(row["state"]): int(row["n"]) for row in rows}
+
     def events(self, job_id: str) -> list[Event]:
         """The job's events in order."""
         return [event_from_row(row, DECODE) for row in self._read("events", {"job_id": job_id})]

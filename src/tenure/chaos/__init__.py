@@ -1,0 +1,1 @@
+"""`tenure chaos`: faults at random against real workers, and the figures that must hold."""

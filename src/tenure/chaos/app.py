@@ -1,0 +1,64 @@
+"""The job class the chaos harness runs: two steps around one fenced effect.
+
+Run by `tenure worker tenure.chaos.app:app` processes that `tenure chaos` starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import tenure
+from tenure.fence import headers
+
+RECEIVER = os.environ.get("TENURE_CHAOS_RECEIVER", "http://127.0.0.1:0")
+LEASE = float(os.environ.get("TENURE_CHAOS_LEASE", "2.0"))
+
+app = tenure.App()
+
+
+def charge(fx: tenure.Effect, amount: int) -> Any:
+    """Send the effect with its key and fence; a 409 from the receiver is StaleFence."""
+    request = urllib.request.Request(  # noqa: S310 - the harness's receiver on loopback
+        f"{RECEIVER}/payments",
+        data=json.dumps({"amount_cents": amount}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers(fx)},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 409:
+            raise tenure.StaleFence("the receiver refused a stale fence") from None
+        raise
+
+
+@app.job(
+    "chaos.order",
+    lease=LEASE,
+    heartbeat=LEASE / 4,
+    missed=1,
+    jitter=LEASE / 4,
+    max_attempts=25,
+    backoff=0.05,
+    backoff_cap=1.0,
+    stage_timeout=30,
+)
+def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """fetch (a step), charge (the effect), summarise (a step); each takes a little while."""
+    rng = random.Random(payload["seed"] * 1000 + ctx.attempt)
+
+    def work(result: Any) -> Any:
+        time.sleep(rng.uniform(0.02, 0.2))
+        return result
+
+    fetched = ctx.step("fetch", lambda: work({"amount": payload["amount"]}))
+    payment = ctx.effect("charge", lambda fx: charge(fx, fetched["amount"]))
+    ctx.step("summarise", lambda: work(None))
+    return {"payment": payment["payment_id"], "token": ctx.token}

