@@ -109,3 +109,13 @@ def test_default_database_is_tenure_db_in_the_current_folder(tmp_path: Path) -> 
     out = run("migrate", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "tenure.db").exists()
+
+
+def test_chaos_refuses_bad_arguments(tmp_path: Path) -> None:
+    """Unknown fault kinds or a non-positive size are usage errors (exit 2), before anything
+    starts."""
+    for args in (("--faults", "kill,flood"), ("--jobs", "0"), ("--duration", "-1")):
+        out = run("chaos", *args, cwd=tmp_path)
+        assert out.returncode == 2, args
+        assert out.stderr.startswith("tenure: error:")
+    assert list(tmp_path.iterdir()) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,10 +17,12 @@ import pytest
 
 import tenure
 from tenure import JobState
+from tenure.chaos.skew import build_shim, skew_env
+from tenure.demo.bank import Bank, BankServer
+from tenure.fence import FenceGuard
 from tenure.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.processes import ROOT
-from tests.support.receiver import Receiver
 from tests.support.waiting import poll
 
 pytestmark = pytest.mark.slow
@@ -171,7 +172,9 @@ def test_the_seeds_unpleasant_test(
     The proxy is restored and W1 resumes: it cannot extend, cannot commit, and makes no second
     irreversible effect; its events say why."""
     schema = new_schema(postgres_server)
-    receiver = Receiver()
+    guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}")
+    bank = Bank(guard)
+    receiver = BankServer(bank)
     direct = with_schema(postgres_server.url, schema)
     ledger = tenure.connect(direct)
     try:
@@ -199,53 +202,25 @@ def test_the_seeds_unpleasant_test(
     finally:
         workers.stop_all()
         receiver.close()
+        guard.close()
         ledger.close()
         drop_schema(postgres_server, schema)
 
     key = f"tool-job:{job_id}:charge"
-    assert [(r["effect"], r["fence"], r["key"]) for r in receiver.applied] == [("charge", 1, key)]
-    assert [(r["effect"], r["fence"], r["key"]) for r in receiver.replayed] == [("charge", 2, key)]
-    assert receiver.refused == []
+    seen = [(e.what, e.path, e.fence, e.key) for e in bank.events]
+    assert seen == [("applied", "/charge", 1, key), ("replayed", "/charge", 2, key)]
+    assert len(bank.payments) == 1
     assert not marker(tmp_path, "W1-notify-sent")
     assert marker(tmp_path, "W1-notify-refused")[0].startswith("JobCancelled")
     assert (job.state, job.fencing_token) == (JobState.SUCCEEDED, 2)
-    assert job.result == {"by": "W2", "receipt": {"receipt": "r-1", "fence": 1}}
+    assert job.result == {
+        "by": "W2",
+        "receipt": {"payment_id": "pay-1", "amount_cents": 42, "fence": 1},
+    }
     assert json.loads(marker(tmp_path, "charged-W2")[0]) == {"token": 2, "in_doubt": True}
     w1_events = [e.type for e in events if e.owner_id == w1]
     assert w1_events[0] == "job_claimed"
     assert {"ownership_unknown", "heartbeat_lost", "result_rejected"} <= set(w1_events)
-
-
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <sys/time.h>
-#include <time.h>
-/* Shift CLOCK_REALTIME only: the monotonic clock (timed waits, deadlines) stays true. */
-static long skew(void) { const char *s = getenv("SKEW_SECONDS"); return s ? atol(s) : 0; }
-int clock_gettime(clockid_t clock, struct timespec *tp) {
-    static int (*real)(clockid_t, struct timespec *);
-    if (!real) real = dlsym(RTLD_NEXT, "clock_gettime");
-    int rc = real(clock, tp);
-    if (rc == 0 && (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE))
-        tp->tv_sec += skew();
-    return rc;
-}
-int gettimeofday(struct timeval *tv, void *tz) {
-    static int (*real)(struct timeval *, void *);
-    if (!real) real = dlsym(RTLD_NEXT, "gettimeofday");
-    int rc = real(tv, tz);
-    if (rc == 0 && tv) tv->tv_sec += skew();
-    return rc;
-}
-time_t time(time_t *out) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (out) *out = now.tv_sec;
-    return now.tv_sec;
-}
-"""
 
 
 def test_workers_with_clocks_hours_off_behave_like_the_others(
@@ -254,25 +229,19 @@ def test_workers_with_clocks_hours_off_behave_like_the_others(
     """Two workers whose wall clocks are 3 hours ahead and 3 hours behind (an LD_PRELOAD shim
     that shifts CLOCK_REALTIME only) run jobs that outlive their lease: each job is claimed
     once, keeps its one token, and succeeds. Only the database's clock decides."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    assert compiler, "a C compiler is needed to build the clock shim"
-    (tmp_path / "skew.c").write_text(SHIM)
-    shim = tmp_path / "skew.so"
-    subprocess.run(
-        [compiler, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "skew.c"), "-ldl"],
-        check=True,
-    )
+    shim = build_shim(tmp_path)
+    assert shim is not None, "a C compiler is needed to build the clock shim"
     schema = new_schema(postgres_server)
     url = with_schema(postgres_server.url, schema)
     ledger = tenure.connect(url)
     try:
-        for name, seconds in (("ahead", "10800"), ("behind", "-10800")):
+        for name, seconds in (("ahead", 10800), ("behind", -10800)):
             workers.start(
                 url,
                 name,
                 "--concurrency",
                 "3",
-                env={"LD_PRELOAD": str(shim), "SKEW_SECONDS": seconds},
+                env=skew_env(shim, seconds),
             )
         ids = [ledger.submit("clocked", {"i": i}) for i in range(6)]
         jobs = [

@@ -34,7 +34,7 @@ def wait_for(name: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def post(effect: str, fx: tenure.Effect, scope: str, body: Any) -> Any:
+def post(effect: str, fx: tenure.Effect, scope: str, body: dict[str, Any]) -> Any:
     request = urllib.request.Request(  # noqa: S310 - the test receiver on loopback
         f"{RECEIVER}/{effect}",
         data=json.dumps(body).encode(),
@@ -71,7 +71,7 @@ def charge(ctx: tenure.JobContext, payload: Any) -> Any:
     the test lets it go; a naive handler, it carries on and tries a second effect."""
 
     def send(fx: tenure.Effect) -> Any:
-        receipt = post("charge", fx, ctx.job_id, {"amount": payload["amount"], "by": NAME})
+        receipt = post("charge", fx, ctx.job_id, {"amount_cents": payload["amount"]})
         mark(f"charged-{NAME}", json.dumps({"token": fx.fence, "in_doubt": fx.in_doubt}))
         if NAME == "W1":
             wait_for("W1-continue")
@@ -83,7 +83,7 @@ def charge(ctx: tenure.JobContext, payload: Any) -> Any:
         receipt = None
     if NAME == "W1":
         try:
-            ctx.effect("notify", lambda fx: post("notify", fx, ctx.job_id, {"by": NAME}))
+            ctx.effect("notify", lambda fx: post("notify", fx, ctx.job_id, {"amount_cents": 0}))
             mark("W1-notify-sent")
         except (tenure.JobCancelled, tenure.OwnershipUnknown) as exc:
             mark("W1-notify-refused", f"{type(exc).__name__}:{ctx.cancel_reason}")
