@@ -283,7 +283,7 @@ def test_a_hung_but_heartbeating_stage_is_stopped_by_its_timeout(
     make_app: Callable[[], tenure.App],
 ) -> None:
     """The first attempt hangs inside a step forever; the stage timeout fails it as retryable
-    and the second attempt finishes."""
+    and gives its slot back, so even a worker with one slot runs the second attempt."""
     app = make_app()
     never = threading.Event()
 
@@ -292,7 +292,7 @@ def test_a_hung_but_heartbeating_stage_is_stopped_by_its_timeout(
         return ctx.step("modal", lambda: never.wait() if ctx.attempt == 1 else "closed")
 
     job_id = app.submit("browser", {})
-    with tenure.Worker(app, concurrency=2) as worker:
+    with tenure.Worker(app, concurrency=1) as worker:
         job = app.ledger.wait(job_id, 20)
         assert worker.stats["stage_timeouts"] == 1
     assert (job.state, job.result, job.attempt) == (JobState.SUCCEEDED, "closed", 2)

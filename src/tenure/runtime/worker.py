@@ -396,10 +396,22 @@ class Worker:
             )
             return
 
+    def _abandon(self, run: JobRun) -> None:
+        """Give a settled run's slot back: its handler may never return (Python cannot kill a
+        thread), and it can no longer publish anything."""
+        if self._keeper is not None:
+            self._keeper.untrack(run)
+        with self._runs_lock:
+            if self._runs.get(run.lease.job_id) is run:
+                del self._runs[run.lease.job_id]
+        self._slot_freed.set()
+
     def _stage_timed_out(self, run: JobRun) -> None:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
         run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
         self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
+        self._abandon(run)
 
     def _lifetime_reached(self, run: JobRun) -> None:
         self._fail(run, {"code": "max_lease_lifetime"}, retryable=True)
+        self._abandon(run)
