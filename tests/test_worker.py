@@ -177,6 +177,13 @@ def test_effect_in_doubt_keeps_its_key_and_gets_the_new_fence(
     assert types.count("tool_request_started") == 2 and "step_in_doubt" in types
     failed = next(e for e in app.ledger.events(job_id) if e.type == "job_retry_scheduled")
     assert failed.detail["code"] == "tool_outcome_unknown"
+    unknown = next(e for e in app.ledger.events(job_id) if e.type == "tool_outcome_unknown")
+    assert (unknown.token, unknown.detail["effect"], unknown.detail["cause"]) == (
+        1,
+        "email",
+        "tool_error",
+    )
+    assert unknown.detail["request_id"] and unknown.detail["last_confirmed_lease_until"]
 
 
 def test_async_handler_runs_steps_and_effects(make_app: Callable[[], tenure.App]) -> None:

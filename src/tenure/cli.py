@@ -95,8 +95,9 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
 
 def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
     job = ledger.get(args.id)
+    stages = ledger.stages(job.id)
     if args.json:
-        _print_json(job_dict(job))
+        _print_json({**job_dict(job), "stages": [_plain(asdict(stage)) for stage in stages]})
         return EXIT_OK
     rows = [
         ("id", job.id),
@@ -120,6 +121,11 @@ def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
         rows.append(("result", json.dumps(job.result, sort_keys=True)))
     for name, value in rows:
         print(f"{name:>15}  {value}")
+    for stage in stages:
+        print(
+            f"{'stage ' + str(stage.position):>15}  {stage.kind.value} {stage.name!r} "
+            f"{stage.status.value} (token {stage.token})"
+        )
     return EXIT_OK
 
 

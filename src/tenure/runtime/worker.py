@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import random
@@ -304,6 +305,7 @@ class Worker:
         except NonRetryable as exc:
             self._fail(run, {"code": exc.code}, retryable=False)
         except ToolOutcomeUnknown:
+            self._tool_outcome_unknown(run, "tool_error")
             self._fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
         except OwnershipUnknown:
             run.cancel("ownership_unknown")
@@ -396,6 +398,20 @@ class Worker:
             )
             return
 
+    def _tool_outcome_unknown(self, run: JobRun, cause: str) -> None:
+        """Invariant 7: a tool whose outcome is unknown is its own event, with the job, token,
+        last confirmed lease end, the effect and a request id (retry only with the same key)."""
+        detail = {
+            "cause": cause,
+            "effect": run.stage_name,
+            "request_id": uuid.uuid4().hex[:12],
+            "last_confirmed_lease_until": run.lease_until.isoformat(),
+        }
+        run.log(logging.WARNING, "tool_outcome_unknown", **detail)
+        # Logged above already; if the database is away, the retry's error code says it too.
+        with contextlib.suppress(StoreUnavailable):
+            self._ledger().record(run.lease, "tool_outcome_unknown", **detail)
+
     def _abandon(self, run: JobRun) -> None:
         """Give a settled run's slot back: its handler may never return (Python cannot kill a
         thread), and it can no longer publish anything."""
@@ -409,6 +425,8 @@ class Worker:
     def _stage_timed_out(self, run: JobRun) -> None:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
         run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
+        if run.stage_is_effect:
+            self._tool_outcome_unknown(run, "stage_timeout")
         self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
         self._abandon(run)
 
