@@ -51,6 +51,7 @@ def test_submit_status_events_and_jobs_as_json(db_url: str) -> None:
         "default",
         {"doc": "a.pdf"},
     )
+    assert status["stages"] == []
     events = json.loads(run("--json", "events", submitted["id"], db=db_url).stdout)
     assert [e["type"] for e in events] == ["job_submitted"]
     jobs = json.loads(run("jobs", "--json", "--state", "queued", db=db_url).stdout)
