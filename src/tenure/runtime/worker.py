@@ -307,7 +307,9 @@ class Worker:
         except ToolOutcomeUnknown:
             self._tool_outcome_unknown(run, "tool_error")
             self._fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
-        except OwnershipUnknown:
+        except StoreUnavailable:
+            # OwnershipUnknown from a write, or the database failing a read while we hold the
+            # lease: either way whether we still own the job is unknown.
             run.cancel("ownership_unknown")
             self._fail(run, {"code": "ownership_unknown"}, retryable=True)
         except LeaseLost:
