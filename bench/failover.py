@@ -11,7 +11,6 @@ takes about a minute and a half.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
@@ -20,35 +19,25 @@ import time
 from pathlib import Path
 
 import tenure
+from tenure.runtime.process import spawn_worker, wait_started
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def start(url: str, folder: Path, name: str, kind: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TENURE_BENCH_DIR": str(folder)}
-    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tenure.cli",
-            "worker",
-            "bench.failover_app:app",
-            "--db",
-            url,
-            "--concurrency",
-            "1",
-        ],
-        env=env,
+    log = folder / f"{name}.log"
+    proc = spawn_worker(
+        "bench.failover_app:app",
+        url,
+        log,
+        "--concurrency",
+        "1",
+        "--kinds",
+        kind,
         cwd=ROOT,
-        stdout=log,
-        stderr=log,
+        env={"PYTHONPATH": str(ROOT), "TENURE_BENCH_DIR": str(folder)},
     )
-    deadline = time.monotonic() + 30
-    while b"worker_started" not in (folder / f"{name}.log").read_bytes():
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise RuntimeError(f"worker {name} did not start")
-        time.sleep(0.02)
+    wait_started(proc, log)
     return proc
 
 

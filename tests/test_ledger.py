@@ -491,9 +491,9 @@ def test_list_filters_and_pages_newest_first(ledger: tenure.Ledger) -> None:
 
 
 def test_unknown_ids_raise_job_not_found_everywhere(ledger: tenure.Ledger) -> None:
-    """get, events, cancel, requeue and list(after=) raise JobNotFound for unknown ids."""
+    """get, events, stages, cancel, requeue and list(after=) raise JobNotFound for unknown ids."""
     missing = "00000000-0000-4000-8000-000000000000"
-    for call in (ledger.get, ledger.events, ledger.cancel, ledger.requeue):
+    for call in (ledger.get, ledger.events, ledger.stages, ledger.cancel, ledger.requeue):
         for job_id in (missing, "not-a-uuid", ""):
             with pytest.raises(tenure.JobNotFound):
                 call(job_id)

@@ -4,10 +4,8 @@ SIGTERM, and clocks skewed by hours."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +19,7 @@ from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
 from tenure.proxy import proxy_to
+from tenure.runtime.process import spawn_worker, wait_started
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
@@ -38,43 +37,24 @@ class Workers:
     def start(
         self, url: str, name: str, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
-        environment = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "TENURE_TEST_DIR": str(self.folder),
-            "TENURE_TEST_NAME": name,
-            **(env or {}),
-        }
-        environment.pop("TENURE_DATABASE_URL", None)
-        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tenure.cli",
-                "worker",
-                "tests.support.apps:app",
-                "--db",
-                url,
-                "--poll",
-                "0.05",
-                *args,
-            ],
-            env=environment,
+        log = self.folder / f"{name}.log"
+        proc = spawn_worker(
+            "tests.support.apps:app",
+            url,
+            log,
+            "--poll",
+            "0.05",
+            *args,
+            env={
+                "PYTHONPATH": str(ROOT),
+                "TENURE_TEST_DIR": str(self.folder),
+                "TENURE_TEST_NAME": name,
+                **(env or {}),
+            },
             cwd=ROOT,
-            stdout=log,
-            stderr=log,
         )
         self.procs.append(proc)
-        poll(
-            lambda: (
-                b"worker_started" in (self.folder / f"{name}.log").read_bytes()
-                or proc.poll() is not None
-            ),
-            30,
-            f"worker {name} to start",
-        )
-        assert proc.poll() is None, (self.folder / f"{name}.log").read_text()
+        wait_started(proc, log)
         return proc
 
     def log_events(self, name: str) -> list[dict[str, Any]]:

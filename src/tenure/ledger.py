@@ -76,7 +76,7 @@ class Ledger:
         self.default_max_attempts = check_int(default_max_attempts, "default_max_attempts", 1)
         self.backoff_base = check_seconds(backoff_base, "backoff_base")
         self.backoff_cap = check_seconds(backoff_cap, "backoff_cap")
-        self._unconfirmed: list[tuple[str, str, int, str, str]] = []
+        self._unconfirmed: list[tuple[str, str, int, str]] = []
         self._unconfirmed_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -419,8 +419,10 @@ class Ledger:
     def stages(self, job_id: str) -> list[Stage]:
         """The job's recorded steps and effects, in handler order."""
         job_id = check_job_id(job_id)
-        self.get(job_id)
-        return self.store.stages(job_id)
+        stages = self.store.stages(job_id)
+        if not stages and self.store.get(job_id) is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return stages
 
     def list(
         self,
@@ -539,7 +541,7 @@ class Ledger:
             error=error,
         )
         with self._unconfirmed_lock:
-            self._unconfirmed.append((lease.job_id, lease.owner_id, lease.token, detail, last))
+            self._unconfirmed.append((lease.job_id, lease.owner_id, lease.token, detail))
 
     def _confirm_unconfirmed(self, attempts: int = 3) -> None:
         """Write the `ownership_unknown` events held back while the database was away.
@@ -553,7 +555,7 @@ class Ledger:
             pending, self._unconfirmed = self._unconfirmed, []
         index = 0
         while index < len(pending):
-            job_id, owner_id, token, detail, _last = pending[index]
+            job_id, owner_id, token, detail = pending[index]
             try:
                 self.store.record_event(job_id, "ownership_unknown", token, owner_id, detail)
                 index += 1

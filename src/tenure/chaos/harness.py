@@ -26,6 +26,7 @@ from tenure.demo.bank import Bank, BankServer
 from tenure.demo.run import postgres_upstream
 from tenure.fence import FenceGuard
 from tenure.proxy import TcpProxy
+from tenure.runtime.process import spawn_worker
 
 FAULT_KINDS = ("kill", "pause", "partition", "restart", "skew")
 KIND = "chaos.order"
@@ -125,6 +126,7 @@ class Harness:
         self.injected: Counter[str] = Counter()
         self.not_applicable: dict[str, str] = {}
         self._restarting = threading.Lock()
+        self._last_progress = 0.0
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -225,28 +227,19 @@ class Harness:
         if slot.skew and self.shim is not None:
             env.update(skew_env(self.shim, slot.skew))
         slot.generation += 1
-        log = open(self.folder / f"{slot.name}.{slot.generation}.log", "wb")  # noqa: SIM115
-        slot.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tenure.cli",
-                "worker",
-                "tenure.chaos.app:app",
-                "--db",
-                url,
-                "--concurrency",
-                str(self.o.concurrency),
-                "--poll",
-                "0.1",
-                "--grace",
-                "2",
-                "--log-level",
-                "warning",
-            ],
+        slot.proc = spawn_worker(
+            "tenure.chaos.app:app",
+            url,
+            self.folder / f"{slot.name}.{slot.generation}.log",
+            "--concurrency",
+            str(self.o.concurrency),
+            "--poll",
+            "0.1",
+            "--grace",
+            "2",
+            "--log-level",
+            "warning",
             env=env,
-            stdout=log,
-            stderr=log,
         )
 
     def _replace_dead(self) -> None:
@@ -427,9 +420,7 @@ class Harness:
         self, ledger: tenure.Ledger, what: str, remaining: float, final: bool = False
     ) -> None:
         now = time.monotonic()
-        if not final and now - getattr(self, "_last_progress", 0.0) < (
-            0.5 if self.err.isatty() else 10.0
-        ):
+        if not final and now - self._last_progress < (0.5 if self.err.isatty() else 10.0):
             return
         self._last_progress = now
         try:

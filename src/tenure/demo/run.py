@@ -22,6 +22,7 @@ import tenure
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
 from tenure.proxy import TcpProxy
+from tenure.runtime.process import spawn_worker
 
 DEADLINE_SECONDS = 60.0
 COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
@@ -186,26 +187,17 @@ class Demo:
             "TENURE_DEMO_DIR": str(self.folder),
             "TENURE_DEMO_BANK": self.server.url,
         }
-        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tenure.cli",
-                "worker",
-                "tenure.demo.app:app",
-                "--db",
-                worker_url,
-                "--concurrency",
-                "1",
-                "--poll",
-                "0.05",
-                "--grace",
-                "1",
-            ],
+        proc = spawn_worker(
+            "tenure.demo.app:app",
+            worker_url,
+            self.folder / f"{name}.log",
+            "--concurrency",
+            "1",
+            "--poll",
+            "0.05",
+            "--grace",
+            "1",
             env=env,
-            stdout=log,
-            stderr=log,
         )
         self.workers[name] = proc
         self.timeline.demo(f"{name} started (pid {proc.pid})")

@@ -148,8 +148,6 @@ class LeaseKeeper:
         except (OwnershipUnknown, StoreUnavailable):
             self.count("extension_failures")
             for run in due:
-                if run.unconfirmed_since is None:
-                    run.unconfirmed_since = sent_at
                 run.next_renewal = sent_at + min(_RETRY_SECONDS, run.job_class.heartbeat / 4)
             return
         self.count("heartbeats", len(result.renewed))

@@ -33,7 +33,6 @@ class JobRun:
         self.lease_until: datetime = lease.lease_until
         self.next_renewal = sent_at + job_class.heartbeat
         self.renewing = True
-        self.unconfirmed_since: float | None = None
         self.stage_deadline: float | None = (
             None if job_class.stage_timeout is None else sent_at + job_class.stage_timeout
         )
@@ -104,7 +103,6 @@ class JobRun:
             self.confirmed_until = max(self.confirmed_until, sent_at + self.lease.lease_seconds)
             self.lease_until = lease_until
             self.next_renewal = sent_at + self.job_class.heartbeat
-            self.unconfirmed_since = None
             self._confirmed.notify_all()
 
     def margin_left(self) -> float:

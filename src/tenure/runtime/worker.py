@@ -157,10 +157,6 @@ class Worker:
         )
         self._stop_requested.set()
 
-    def request_stop(self) -> None:
-        """Ask `run()` to stop gracefully (thread-safe, returns at once)."""
-        self._stop_requested.set()
-
     def stop(self, grace: float | None = None) -> None:
         """Stop claiming, wait up to `grace` seconds for running handlers, release the rest.
 
