@@ -160,8 +160,10 @@ def test_duplicate_claim(world: World) -> None:
         claims = [e for e in world.app.ledger.events(job.id) if e.type == "job_claimed"]
         assert len(claims) == 1 and job.fencing_token == 1
     assert sorted(world.replies.values()) == [1] * 20
+    # Which worker took how many is a matter of fairness (measured in bench/, not asserted):
+    # on SQLite one fast worker may take all twenty. Every job was run by one of the two.
     owners = {job.owner_id for job in jobs}
-    assert len(owners) == 2
+    assert owners <= {worker.worker_id for worker in workers}
 
 
 def test_cancel(world: World) -> None:

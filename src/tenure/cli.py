@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from tenure import keys
 from tenure.app import App
 from tenure.errors import TenureError
 from tenure.ledger import Ledger, connect
@@ -199,8 +200,99 @@ def cmd_worker(args: argparse.Namespace) -> int:
         poll_interval=args.poll,
         kinds=args.kinds or None,
     )
+    if args.metrics_port is not None:
+        _serve_worker_metrics(worker, args.metrics_port)
     worker.run()
     return EXIT_OK
+
+
+def _service_extra(exc: ImportError) -> UsageError:
+    return UsageError(
+        f"this command needs the service extra ({exc.name} is missing): "
+        "pip install 'tenure[service]'"
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from tenure.service.serve import serve
+        from tenure.service.settings import ServiceSettings
+    except ImportError as exc:
+        raise _service_extra(exc) from exc
+    configure_json_logging(getattr(logging, args.log_level.upper()))
+    settings = ServiceSettings(
+        admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
+        max_body_bytes=args.max_body,
+        max_wait_seconds=args.max_wait,
+        metrics_need_key=args.metrics_need_key,
+        metrics_by_tenant=args.metrics_by_tenant,
+    )
+    serve(_url(args), host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+    return EXIT_OK
+
+
+def cmd_tenant_create(ledger: Ledger, args: argparse.Namespace) -> int:
+    _print_key(args, args.name, ledger.create_tenant(args.name))
+    return EXIT_OK
+
+
+def cmd_tenant_key(ledger: Ledger, args: argparse.Namespace) -> int:
+    _print_key(args, args.name, ledger.issue_key(args.name))
+    return EXIT_OK
+
+
+def _print_key(args: argparse.Namespace, tenant: str, key: str) -> None:
+    if args.json:
+        _print_json({"tenant": tenant, "key": key})
+    else:
+        print(key)
+        print("(shown once; tenure keeps only its SHA-256)", file=sys.stderr)
+
+
+def cmd_tenant_revoke(ledger: Ledger, args: argparse.Namespace) -> int:
+    revoked = ledger.revoke_keys(args.name, args.key_id)
+    if args.json:
+        _print_json({"tenant": args.name, "revoked": revoked})
+    else:
+        print(f"revoked {revoked} key(s) of {args.name}")
+    return EXIT_OK
+
+
+def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
+    tenants = ledger.tenants()
+    if args.json:
+        _print_json([_plain(asdict(t)) for t in tenants])
+        return EXIT_OK
+    print(f"{'TENANT':<30} {'KEYS':>4} {'REVOKED':>7}  CREATED")
+    for t in tenants:
+        print(f"{t.name:<30} {t.active_keys:>4} {t.revoked_keys:>7}  {_when(t.created_at)}")
+    return EXIT_OK
+
+
+def cmd_admin_key(args: argparse.Namespace) -> int:
+    issued = keys.new_admin_key()
+    if args.json:
+        _print_json({"key": issued.key, "sha256": issued.key_sha256})
+    else:
+        print(issued.key)
+        print(f"TENURE_ADMIN_KEY_SHA256={issued.key_sha256}")
+        print(
+            "(give the key to operators; configure tenure serve with the digest only)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _serve_worker_metrics(worker: Worker, port: int) -> None:
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from tenure.service.metrics import WorkerCollector
+    except ImportError as exc:
+        raise _service_extra(exc) from exc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(worker))
+    start_http_server(port, addr="127.0.0.1", registry=registry)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -232,6 +324,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         drain_timeout=args.drain_timeout,
     )
     return Harness(options).run()
+
+
+def _url(args: argparse.Namespace) -> str:
+    return str(args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB)
 
 
 def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
@@ -298,8 +394,40 @@ def build_parser() -> argparse.ArgumentParser:
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
     add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    _add_tenant_commands(sub)
     _add_process_commands(sub)
     return parser
+
+
+def _add_tenant_commands(sub: Any) -> None:
+    """`tenant create|key|revoke|list|admin-key`: API keys for `tenure serve`."""
+    tenant = sub.add_parser(
+        "tenant", help="tenants and their API keys", description="Tenants and their API keys."
+    )
+    tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
+
+    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = tsub.add_parser(name, help=help, description=help)
+        _common(p, top=False)
+        p.set_defaults(run=command)
+        return p
+
+    add("create", cmd_tenant_create, "create a tenant and print its first API key").add_argument(
+        "name"
+    )
+    add("key", cmd_tenant_key, "issue another API key to a tenant (rotation)").add_argument("name")
+    p = add("revoke", cmd_tenant_revoke, "revoke a tenant's API keys (or one, by --key-id)")
+    p.add_argument("name")
+    p.add_argument("--key-id", help="the id in tnr_<id>_...; default: every live key")
+    add("list", cmd_tenant_list, "list tenants and their key counts")
+    p = tsub.add_parser(
+        "admin-key",
+        help="generate an admin key and the digest that configures tenure serve",
+        description="Print a new admin key and TENURE_ADMIN_KEY_SHA256=<digest>. The key is "
+        "not stored anywhere: tenure serve is configured with the digest alone.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_admin_key)
 
 
 def _add_process_commands(sub: Any) -> None:
@@ -322,6 +450,36 @@ def _add_process_commands(sub: Any) -> None:
     )
     p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
     p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this worker's Prometheus metrics on 127.0.0.1:PORT/metrics",
+    )
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP API, dashboard, /readyz and /metrics",
+        description="Serve the HTTP API (/v1, OpenAPI at /openapi.json), the dashboard (/), "
+        "/healthz, /readyz and /metrics on uvicorn until SIGINT/SIGTERM.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_serve)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--admin-key-sha256",
+        metavar="HEX",
+        help="digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256); "
+        "see `tenure tenant admin-key`",
+    )
+    p.add_argument("--max-body", type=int, default=1024 * 1024, help="request body limit, bytes")
+    p.add_argument(
+        "--max-wait", type=float, default=30.0, help="cap of GET /v1/jobs/{id}?wait=S, seconds"
+    )
+    p.add_argument("--metrics-need-key", action="store_true", help="/metrics asks for admin key")
+    p.add_argument(
+        "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p = sub.add_parser(
         "demo",
@@ -356,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tenure` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    url = args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB
+    url = _url(args)
     try:
         standalone: Standalone | None = getattr(args, "standalone", None)
         if standalone is not None:

@@ -46,6 +46,14 @@ class JobNotFound(TenureError, LookupError):
     """No job has that id (or the id is malformed)."""
 
 
+class TenantExists(TenureError):
+    """`create_tenant` for a name already taken (issue another key with `issue_key`)."""
+
+
+class TenantNotFound(TenureError, LookupError):
+    """No tenant has that name."""
+
+
 class InvalidJobClass(TenureError):
     """A job class was declared with unsafe or impossible lease arithmetic."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
+from tenure import keys
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -21,11 +23,14 @@ from tenure.errors import (
     LeaseLost,
     OwnershipUnknown,
     StoreUnavailable,
+    TenantExists,
+    TenantNotFound,
     TenureError,
     TerminalJob,
 )
 from tenure.logs import emit
 from tenure.storage import NewJob, Store, open_store
+from tenure.storage.base import EventTotals, QueueFigure, TenantRecord
 from tenure.types import JSON, Event, ExtendResult, Job, JobState, Lease, Stage, StageKind
 from tenure.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -120,6 +125,29 @@ class Ledger:
         JSON value (key order does not matter), and raises `IdempotencyConflict` otherwise.
         `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
         """
+        job_id, _ = self.submit_or_find(
+            kind,
+            payload,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            max_attempts=max_attempts,
+            priority=priority,
+            run_after=run_after,
+        )
+        return job_id
+
+    def submit_or_find(
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the job is new (False: the key's existing job)."""
         kind = check_name(kind, "kind")
         tenant = check_name(tenant, "tenant")
         if idempotency_key is not None:
@@ -157,7 +185,7 @@ class Ledger:
                 payload_sha256=encoded.sha256,
                 payload_bytes=encoded.size,
             )
-            return job.id
+            return job.id, True
         assert idempotency_key is not None  # only a key can make an insert a no-op
         existing = self.store.find_by_key(tenant, idempotency_key)
         if existing is None:  # pragma: no cover - the key's job was purged between statements
@@ -168,7 +196,7 @@ class Ledger:
                 f"to job {existing.id} with a different kind or payload: use a new key for "
                 "new work"
             )
-        return existing.id
+        return existing.id, False
 
     # -- leases ------------------------------------------------------------------------------
 
@@ -462,6 +490,61 @@ class Ledger:
                 return job
             time.sleep(min(pause, remaining))
             pause = min(pause * 2, 0.25)
+
+    # -- operations figures ------------------------------------------------------------------
+
+    def queue_figures(self, by_tenant: bool = False) -> builtins.list[QueueFigure]:
+        """Jobs per kind (and tenant) and state, with lease and queue ages, by the DB clock."""
+        return self.store.queue_figures(by_tenant)
+
+    def event_totals(self, by_tenant: bool = False) -> builtins.list[EventTotals]:
+        """Recovery events per kind (and tenant): expiries, reclaims, rejections, …"""
+        return self.store.event_totals(by_tenant)
+
+    # -- tenants and API keys ----------------------------------------------------------------
+
+    def create_tenant(self, name: str) -> str:
+        """Create a tenant and return its first API key (shown once; stored as a digest)."""
+        name = check_name(name, "tenant")
+        issued = keys.new_key()
+        if not self.store.create_tenant(name, issued.key_id, issued.key_sha256):
+            raise TenantExists(f"tenant {name!r} exists; issue another key with issue_key")
+        emit(log, logging.INFO, "tenant_created", tenant=name, key_id=issued.key_id)
+        return issued.key
+
+    def issue_key(self, tenant: str) -> str:
+        """Another API key for an existing tenant (for rotation: issue, deploy, revoke the old)."""
+        tenant = check_name(tenant, "tenant")
+        issued = keys.new_key()
+        if not self.store.add_api_key(tenant, issued.key_id, issued.key_sha256):
+            raise TenantNotFound(f"no tenant is named {tenant!r}")
+        emit(log, logging.INFO, "api_key_issued", tenant=tenant, key_id=issued.key_id)
+        return issued.key
+
+    def revoke_keys(self, tenant: str, key_id: str | None = None) -> int:
+        """Revoke the tenant's live keys, or only `key_id`; return how many were revoked."""
+        tenant = check_name(tenant, "tenant")
+        if key_id is not None:
+            key_id = check_name(key_id, "key id")
+        revoked = self.store.revoke_api_keys(tenant, key_id)
+        if not revoked and all(t.name != tenant for t in self.store.tenants()):
+            raise TenantNotFound(f"no tenant is named {tenant!r}")
+        emit(log, logging.INFO, "api_keys_revoked", tenant=tenant, count=revoked)
+        return revoked
+
+    def tenants(self) -> builtins.list[TenantRecord]:
+        """Every tenant with its live and revoked key counts."""
+        return self.store.tenants()
+
+    def authenticate(self, key: str) -> str | None:
+        """The tenant of a live key, or None (unknown, malformed or revoked)."""
+        key_id = keys.key_id_of(key)
+        if key_id is None:
+            return None
+        record = self.store.api_key(key_id)
+        if record is None or not keys.matches(key, record.key_sha256) or record.revoked:
+            return None
+        return record.tenant
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -77,10 +77,15 @@ def check_seconds(value: Any, what: str) -> float:
     return seconds
 
 
-def check_int(value: Any, what: str, minimum: int | None = None) -> int:
-    """An int (not a bool), at least `minimum`."""
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def check_int(value: Any, what: str, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> int:
+    """An int (not a bool) between `minimum` and `maximum` (by default a 32-bit column's range)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"the {what} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
+    if value < minimum:
         raise InvalidArgument(f"the {what} must be at least {minimum}, got {value}")
+    if value > maximum:
+        raise InvalidArgument(f"the {what} must be at most {maximum}, got {value}")
     return value

@@ -119,7 +119,7 @@ class FenceGuard:
     def _check(self, scope: str, fence: int, key: str) -> None:
         check_name(scope, "fence scope")
         check_name(key, "idempotency key")
-        check_int(fence, "fence", 0)
+        check_int(fence, "fence", 0, 2**63 - 1)
 
     def _decide(self, scope: str, fence: int, key: str) -> Decision:
         """One transaction: read the scope's highest fence and the key, decide, record."""

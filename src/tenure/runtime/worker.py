@@ -31,6 +31,7 @@ from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
 from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
+from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
 from tenure.types import Lease
 
@@ -86,6 +87,7 @@ class Worker:
         self.ledger: Ledger | None = None
         self._keeper: LeaseKeeper | None = None
         self._runs: dict[str, JobRun] = {}
+        self.claim_latency = LatencyHistogram()
         self._runs_lock = threading.Lock()
         self._slot_freed = threading.Event()
         self._stopping = threading.Event()
@@ -200,6 +202,11 @@ class Worker:
         """Counters: claimed, succeeded, failed, retried, rejected, steps in doubt, …"""
         return dict(self._keeper.counters) if self._keeper is not None else {}
 
+    @property
+    def running(self) -> int:
+        """How many jobs this worker runs now."""
+        return len(self._active())
+
     def _ledger(self) -> Ledger:
         assert self.ledger is not None, "the worker is not started"
         return self.ledger
@@ -261,6 +268,7 @@ class Worker:
             leases = self._ledger().claim_many(
                 self.worker_id, limit=free - claimed, kinds=kinds, lease_seconds=lease_seconds
             )
+            self.claim_latency.observe(time.monotonic() - sent_at)
             for lease in leases:
                 self._start(lease, sent_at)
             claimed += len(leases)

@@ -52,6 +52,57 @@ class FenceRecord:
     age_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A stored API key: its tenant, the SHA-256 of its secret, whether it was revoked."""
+
+    key_id: str
+    tenant: str
+    key_sha256: str
+    revoked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """A tenant and how many of its keys are live."""
+
+    name: str
+    created_at: datetime
+    active_keys: int
+    revoked_keys: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFigure:
+    """Jobs of one kind (and tenant, when asked) in one state, with their lease figures.
+
+    Ages are seconds by the database's clock; None where no job of the group has one.
+    """
+
+    kind: str
+    tenant: str | None
+    state: JobState
+    jobs: int
+    expired_leases: int
+    oldest_heartbeat_age: float | None
+    least_lease_remaining: float | None
+    oldest_due_age: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventTotals:
+    """How many recovery events the jobs of one kind (and tenant) have recorded."""
+
+    kind: str
+    tenant: str | None
+    leases_expired: int
+    jobs_reclaimed: int
+    extension_failures: int
+    results_rejected: int
+    steps_in_doubt: int
+    ownership_unknown: int
+
+
 class FenceTx(Protocol):
     """The steps of one fence decision, inside a transaction holding the scope's lock."""
 
@@ -177,6 +228,34 @@ class Store(Protocol):
 
     def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
         """How many jobs are in each state."""
+        ...
+
+    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
+        """Job counts and lease figures per kind (and tenant) and state, at one database time."""
+        ...
+
+    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
+        """Recovery event counts per kind (and tenant)."""
+        ...
+
+    def create_tenant(self, name: str, key_id: str, key_sha256: str) -> bool:
+        """Create the tenant with its first key; False if the tenant exists (nothing written)."""
+        ...
+
+    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
+        """Give an existing tenant another key; False if there is no such tenant."""
+        ...
+
+    def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key with this id, revoked or not."""
+        ...
+
+    def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
+        """Revoke the tenant's live keys (or the one named); return how many were revoked."""
+        ...
+
+    def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
         ...
 
     def fence_transaction(self) -> AbstractContextManager[FenceTx]:

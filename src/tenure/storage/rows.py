@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from tenure.storage.base import FenceRecord
+from tenure.storage.base import (
+    ApiKeyRecord,
+    EventTotals,
+    FenceRecord,
+    QueueFigure,
+    TenantRecord,
+)
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind, StageStatus
 
 
@@ -118,4 +124,56 @@ def fence_record_from_row(row: Row, decode: Decoder) -> FenceRecord:
         fence=int(row["fence"]),
         result=decode.json(row["result"]),
         age_seconds=float(row["age"]),
+    )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def queue_figure_from_row(row: Row) -> QueueFigure:
+    """A `QueueFigure` from a row of the `queue_figures` query."""
+    return QueueFigure(
+        kind=row["kind"],
+        tenant=row["tenant"],
+        state=JobState(row["state"]),
+        jobs=int(row["jobs"]),
+        expired_leases=int(row["expired"]),
+        oldest_heartbeat_age=_seconds(row["heartbeat_age"]),
+        least_lease_remaining=_seconds(row["lease_remaining"]),
+        oldest_due_age=_seconds(row["due_age"]),
+    )
+
+
+def event_totals_from_row(row: Row) -> EventTotals:
+    """An `EventTotals` from a row of the `event_totals` query."""
+    return EventTotals(
+        kind=row["kind"],
+        tenant=row["tenant"],
+        leases_expired=int(row["leases_expired"]),
+        jobs_reclaimed=int(row["jobs_reclaimed"]),
+        extension_failures=int(row["extension_failures"]),
+        results_rejected=int(row["results_rejected"]),
+        steps_in_doubt=int(row["steps_in_doubt"]),
+        ownership_unknown=int(row["ownership_unknown"]),
+    )
+
+
+def api_key_from_row(row: Row) -> ApiKeyRecord:
+    """An `ApiKeyRecord` from a row of the `api_key` query."""
+    return ApiKeyRecord(
+        key_id=row["key_id"],
+        tenant=row["tenant"],
+        key_sha256=row["key_sha256"],
+        revoked=bool(row["revoked"]),
+    )
+
+
+def tenant_from_row(row: Row, decode: Decoder) -> TenantRecord:
+    """A `TenantRecord` from a row of the `tenants` query."""
+    return TenantRecord(
+        name=row["name"],
+        created_at=decode.time(row["created_at"]),
+        active_keys=int(row["active_keys"]),
+        revoked_keys=int(row["revoked_keys"]),
     )

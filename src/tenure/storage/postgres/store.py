@@ -18,18 +18,30 @@ from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
 
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
-from tenure.storage.base import FenceRecord, KeyedJob, NewJob
+from tenure.storage.base import (
+    ApiKeyRecord,
+    EventTotals,
+    FenceRecord,
+    KeyedJob,
+    NewJob,
+    QueueFigure,
+    TenantRecord,
+)
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
     Decoder,
+    api_key_from_row,
     event_from_row,
+    event_totals_from_row,
     fence_record_from_row,
     job_from_row,
     json_value,
     lease_from_row,
+    queue_figure_from_row,
     stage_from_row,
+    tenant_from_row,
 )
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
@@ -366,6 +378,41 @@ class PostgresStore:
     def events(self, job_id: str) -> list[Event]:
         """The job's events in order."""
         return [event_from_row(row, DECODE) for row in self._fetch("events", {"job_id": job_id})]
+
+    # -- operations: figures and tenants --------------------------------------------------
+
+    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
+        """Counts and lease figures per kind (and tenant) and state, at one clock reading."""
+        rows = self._fetch("queue_figures", {"by_tenant": by_tenant})
+        return [queue_figure_from_row(row) for row in rows]
+
+    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
+        """Recovery event counts per kind (and tenant)."""
+        rows = self._fetch("event_totals", {"by_tenant": by_tenant})
+        return [event_totals_from_row(row) for row in rows]
+
+    def create_tenant(self, name: str, key_id: str, key_sha256: str) -> bool:
+        """The tenant and its first key in one statement."""
+        params = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256}
+        return bool(self._fetch("create_tenant", params))
+
+    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
+        """Another key for an existing tenant."""
+        params = {"tenant": tenant, "key_id": key_id, "key_sha256": key_sha256}
+        return bool(self._fetch("add_api_key", params))
+
+    def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key with this id."""
+        rows = self._fetch("api_key", {"key_id": key_id})
+        return api_key_from_row(rows[0]) if rows else None
+
+    def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
+        """Revoke live keys; how many."""
+        return len(self._fetch("revoke_api_keys", {"tenant": tenant, "key_id": key_id}))
+
+    def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
+        return [tenant_from_row(row, DECODE) for row in self._fetch("tenants")]
 
     @contextmanager
     def fence_transaction(self) -> Iterator[PostgresFenceTx]:

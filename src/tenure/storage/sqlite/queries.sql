@@ -235,3 +235,61 @@ FROM tenure_jobs
 WHERE (:kind IS NULL OR kind = :kind)
   AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY state;
+
+-- name: queue_figures
+WITH clock AS (SELECT (julianday('now') - 2440587.5) * 86400.0 AS now)
+SELECT j.kind,
+       CASE WHEN :by_tenant THEN j.tenant END AS tenant,
+       j.state,
+       count(*) AS jobs,
+       count(*) FILTER (WHERE j.state = 'running' AND j.lease_until <= clock.now) AS expired,
+       clock.now - min(j.heartbeat_at) FILTER (WHERE j.state = 'running') AS heartbeat_age,
+       min(j.lease_until) FILTER (WHERE j.state = 'running') - clock.now AS lease_remaining,
+       clock.now - min(j.run_after) FILTER (WHERE j.state = 'queued' AND j.run_after <= clock.now)
+           AS due_age
+FROM tenure_jobs j CROSS JOIN clock
+GROUP BY j.kind, 2, j.state
+ORDER BY j.kind, 2, j.state;
+
+-- name: event_totals
+SELECT j.kind,
+       CASE WHEN :by_tenant THEN j.tenant END AS tenant,
+       count(*) FILTER (WHERE e.type = 'lease_expired') AS leases_expired,
+       count(*) FILTER (WHERE e.type = 'lease_expired'
+                          AND json_extract(e.detail, '$.then') = 'reclaimed') AS jobs_reclaimed,
+       count(*) FILTER (WHERE e.type = 'heartbeat_lost') AS extension_failures,
+       count(*) FILTER (WHERE e.type = 'result_rejected') AS results_rejected,
+       count(*) FILTER (WHERE e.type = 'step_in_doubt') AS steps_in_doubt,
+       count(*) FILTER (WHERE e.type = 'ownership_unknown') AS ownership_unknown
+FROM tenure_events e JOIN tenure_jobs j ON j.id = e.job_id
+WHERE e.type IN ('lease_expired', 'heartbeat_lost', 'result_rejected', 'step_in_doubt',
+                 'ownership_unknown')
+GROUP BY j.kind, 2
+ORDER BY j.kind, 2;
+
+-- name: create_tenant
+INSERT INTO tenure_tenants (name, created_at) VALUES (:tenant, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING name;
+
+-- name: add_api_key
+INSERT INTO tenure_api_keys (key_id, tenant, key_sha256, created_at)
+SELECT :key_id, t.name, :key_sha256, :now FROM tenure_tenants t WHERE t.name = :tenant
+RETURNING key_id;
+
+-- name: api_key
+SELECT key_id, tenant, key_sha256, revoked_at IS NOT NULL AS revoked
+FROM tenure_api_keys WHERE key_id = :key_id;
+
+-- name: revoke_api_keys
+UPDATE tenure_api_keys SET revoked_at = :now
+WHERE tenant = :tenant AND revoked_at IS NULL AND (:key_id IS NULL OR key_id = :key_id)
+RETURNING key_id;
+
+-- name: tenants
+SELECT t.name, t.created_at,
+       count(k.key_id) FILTER (WHERE k.revoked_at IS NULL) AS active_keys,
+       count(k.key_id) FILTER (WHERE k.revoked_at IS NOT NULL) AS revoked_keys
+FROM tenure_tenants t LEFT JOIN tenure_api_keys k ON k.tenant = t.name
+GROUP BY t.name, t.created_at
+ORDER BY t.name;

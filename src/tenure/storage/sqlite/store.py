@@ -13,17 +13,29 @@ from pathlib import Path
 from typing import Any
 
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
-from tenure.storage.base import FenceRecord, KeyedJob, NewJob
+from tenure.storage.base import (
+    ApiKeyRecord,
+    EventTotals,
+    FenceRecord,
+    KeyedJob,
+    NewJob,
+    QueueFigure,
+    TenantRecord,
+)
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
     Decoder,
+    api_key_from_row,
     event_from_row,
+    event_totals_from_row,
     fence_record_from_row,
     job_from_row,
     json_text,
     lease_from_row,
+    queue_figure_from_row,
     stage_from_row,
+    tenant_from_row,
 )
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
@@ -53,6 +65,10 @@ def path_from_url(url: str) -> str:
     if not parent.is_dir():
         raise UnsupportedDatabase(f"the folder {parent} for the SQLite file does not exist")
     return path
+
+
+def _by(by_tenant: bool) -> dict[str, Any]:
+    return {"by_tenant": 1 if by_tenant else 0}
 
 
 def _dumps(value: Any) -> str:
@@ -525,6 +541,45 @@ class SqliteStore:
     def events(self, job_id: str) -> list[Event]:
         """The job's events in order."""
         return [event_from_row(row, DECODE) for row in self._read("events", {"job_id": job_id})]
+
+    # -- operations: figures and tenants --------------------------------------------------
+
+    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
+        """Counts and lease figures per kind (and tenant) and state, at one clock reading."""
+        return [queue_figure_from_row(r) for r in self._read("queue_figures", _by(by_tenant))]
+
+    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
+        """Recovery event counts per kind (and tenant)."""
+        return [event_totals_from_row(r) for r in self._read("event_totals", _by(by_tenant))]
+
+    def create_tenant(self, name: str, key_id: str, key_sha256: str) -> bool:
+        """The tenant and its first key in one transaction."""
+        with self._write() as (conn, now):
+            if conn.execute(Q["create_tenant"], {"tenant": name, "now": now}).fetchone() is None:
+                return False
+            key = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256, "now": now}
+            return conn.execute(Q["add_api_key"], key).fetchone() is not None
+
+    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
+        """Another key for an existing tenant."""
+        with self._write() as (conn, now):
+            key = {"tenant": tenant, "key_id": key_id, "key_sha256": key_sha256, "now": now}
+            return conn.execute(Q["add_api_key"], key).fetchone() is not None
+
+    def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key with this id."""
+        rows = self._read("api_key", {"key_id": key_id})
+        return api_key_from_row(rows[0]) if rows else None
+
+    def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
+        """Revoke live keys; how many."""
+        with self._write() as (conn, now):
+            params = {"tenant": tenant, "key_id": key_id, "now": now}
+            return len(conn.execute(Q["revoke_api_keys"], params).fetchall())
+
+    def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
+        return [tenant_from_row(row, DECODE) for row in self._read("tenants", {})]
 
     @contextmanager
     def fence_transaction(self) -> Iterator[SqliteFenceTx]:

@@ -1,0 +1,160 @@
+"""The /v1 routes: submit, read, wait for, cancel and requeue jobs, tenant by tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from tenure.errors import JobNotFound
+from tenure.ledger import MAX_LIST_LIMIT, Ledger
+from tenure.service.auth import Caller, Principal, ledger_of, settings_of
+from tenure.service.errors import ApiError, documented
+from tenure.service.models import (
+    EventList,
+    EventOut,
+    JobOut,
+    JobPage,
+    JobRef,
+    StageList,
+    StageOut,
+    SubmitRequest,
+)
+from tenure.types import Job, JobState
+from tenure.validation import MAX_NAME_LENGTH
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+_AUTH = (401, 422, 503)
+_FIRST_WAIT_POLL, _LAST_WAIT_POLL = 0.02, 0.25
+
+
+def _visible(ledger: Ledger, caller: Principal, job_id: str) -> Job:
+    """The job if the caller may see it; another tenant's job is as unknown as a missing one."""
+    try:
+        job = ledger.get(job_id)
+    except JobNotFound:
+        job = None
+    if job is None or not caller.may_see(job.tenant):
+        raise ApiError(404, "not_found", f"no job has the id {job_id}")
+    return job
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobRef,
+    responses=documented(*_AUTH, 400, 403, 409, 413, 415)
+    | {200: {"model": JobRef, "description": "the key's existing job"}},
+)
+def submit(
+    body: SubmitRequest,
+    request: Request,
+    response: Response,
+    caller: Caller,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=MAX_NAME_LENGTH)] = None,
+) -> JobRef:
+    """Persist a job and answer at once (202); a repeated key answers 200 with its job."""
+    ledger = ledger_of(request)
+    if body.idempotency_key and idempotency_key and body.idempotency_key != idempotency_key:
+        raise ApiError(422, "invalid_request", "the Idempotency-Key header and body field differ")
+    tenant = body.tenant or caller.tenant or "default"
+    if not caller.may_see(tenant):
+        raise ApiError(403, "forbidden", "a tenant key submits to its own tenant only")
+    job_id, created = ledger.submit_or_find(
+        body.kind,
+        body.payload,
+        idempotency_key=body.idempotency_key or idempotency_key,
+        tenant=tenant,
+        max_attempts=body.max_attempts,
+        priority=body.priority,
+    )
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    if created:
+        return JobRef(id=job_id, state=JobState.QUEUED)
+    response.status_code = 200
+    return JobRef(id=job_id, state=ledger.get(job_id).state)
+
+
+@router.get("/jobs", response_model=JobPage, responses=documented(*_AUTH, 403, 404))
+def list_jobs(
+    request: Request,
+    caller: Caller,
+    state: JobState | None = None,
+    kind: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME_LENGTH)] = None,
+    tenant: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME_LENGTH)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
+    after: Annotated[str | None, Query(description="the `next` of the previous page")] = None,
+) -> JobPage:
+    """Jobs newest first, filtered by state and kind (and tenant, for the admin key)."""
+    ledger = ledger_of(request)
+    if tenant is not None and not caller.may_see(tenant):
+        raise ApiError(403, "forbidden", "a tenant key lists its own tenant only")
+    if after is not None:
+        after = _visible(ledger, caller, after).id
+    jobs = ledger.list(
+        state=state, kind=kind, tenant=caller.tenant or tenant, limit=limit, after=after
+    )
+    following = jobs[-1].id if len(jobs) == limit else None
+    return JobPage(jobs=[JobOut.of(j) for j in jobs], next=following, now=ledger.now())
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, responses=documented(*_AUTH, 404))
+async def get_job(
+    job_id: str,
+    request: Request,
+    caller: Caller,
+    wait: Annotated[
+        float,
+        Query(ge=0, description="seconds to wait for a terminal state (capped by the server)"),
+    ] = 0.0,
+) -> JobOut:
+    """The job; with `wait`, answers as soon as it is terminal or when the wait is over."""
+    ledger = ledger_of(request)
+    deadline = time.monotonic() + min(wait, settings_of(request).max_wait_seconds)
+    pause = _FIRST_WAIT_POLL
+    while True:
+        job = await run_in_threadpool(_visible, ledger, caller, job_id)
+        remaining = deadline - time.monotonic()
+        if job.terminal or remaining <= 0 or await request.is_disconnected():
+            return JobOut.of(job)
+        await asyncio.sleep(min(pause, remaining))
+        pause = min(pause * 2, _LAST_WAIT_POLL)
+
+
+@router.get("/jobs/{job_id}/events", response_model=EventList, responses=documented(*_AUTH, 404))
+def job_events(job_id: str, request: Request, caller: Caller) -> EventList:
+    """The job's flight recorder, oldest first."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    return EventList(events=[EventOut.of(e) for e in ledger.events(job.id)])
+
+
+@router.get("/jobs/{job_id}/stages", response_model=StageList, responses=documented(*_AUTH, 404))
+def job_stages(job_id: str, request: Request, caller: Caller) -> StageList:
+    """The job's recorded steps and effects, in handler order."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    return StageList(stages=[StageOut.of(s) for s in ledger.stages(job.id)])
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobRef, responses=documented(*_AUTH, 404, 409))
+def cancel(job_id: str, request: Request, caller: Caller) -> JobRef:
+    """Cancel a queued or running job (its token is bumped: no running worker can publish)."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    ledger.cancel(job.id)
+    return JobRef(id=job.id, state=JobState.CANCELLED)
+
+
+@router.post(
+    "/jobs/{job_id}/requeue", response_model=JobRef, responses=documented(*_AUTH, 404, 409)
+)
+def requeue(job_id: str, request: Request, caller: Caller) -> JobRef:
+    """Make a failed or cancelled job claimable again from its saved step."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    ledger.requeue(job.id)
+    return JobRef(id=job.id, state=JobState.QUEUED)

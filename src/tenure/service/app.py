@@ -1,0 +1,47 @@
+"""The ASGI application of `tenure serve`: FastAPI for routes, validation and /openapi.json."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp
+
+from tenure import __version__
+from tenure.ledger import Ledger
+from tenure.service import api, errors, health
+from tenure.service.limits import RequestLimits
+from tenure.service.metrics import DatabaseCollector
+from tenure.service.settings import ServiceSettings
+
+
+def _dashboard_html() -> str:
+    return resources.files("tenure.service").joinpath("static/dashboard.html").read_text("utf-8")
+
+
+def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIApp:
+    """The service over an open ledger (the caller closes it). Limits wrap everything."""
+    settings = settings or ServiceSettings()
+    app = FastAPI(
+        title="tenure",
+        version=__version__,
+        description="Leased, fenced, durable jobs. Every /v1 route needs "
+        "`Authorization: Bearer <API key>`; a key sees only its tenant's jobs.",
+    )
+    app.state.ledger = ledger
+    app.state.settings = settings
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(ledger, by_tenant=settings.metrics_by_tenant))
+    app.state.registry = registry
+    errors.install(app)
+    app.include_router(api.router)
+    app.include_router(health.router)
+    page = _dashboard_html()
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def dashboard() -> HTMLResponse:
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    return RequestLimits(app, settings.max_body_bytes)

@@ -1,0 +1,184 @@
+"""The JSON shapes of the HTTP API (they are the OpenAPI document's schemas)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenure.types import Event, Job, JobState, Stage
+from tenure.validation import INT32_MAX, INT32_MIN, MAX_NAME_LENGTH
+
+Name = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+
+
+class SubmitRequest(BaseModel):
+    """A job to run. `tenant` is for the admin key only; a tenant key submits to its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    payload: Any = Field(default=None, description="any JSON value, at most 1 MiB encoded")
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
+    max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    priority: int = Field(default=0, ge=INT32_MIN, le=INT32_MAX, description="higher runs first")
+    tenant: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
+
+
+class JobRef(BaseModel):
+    """A job's id and state: the answer to submit, cancel and requeue."""
+
+    id: str
+    state: JobState
+
+
+class JobOut(BaseModel):
+    """A job as stored, read at one moment."""
+
+    id: str
+    kind: str
+    tenant: str
+    state: JobState
+    owner_id: str | None
+    lease_until: datetime | None
+    fencing_token: int
+    heartbeat_at: datetime | None
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    payload: Any
+    payload_sha256: str
+    step: int
+    checkpoint: Any
+    result: Any
+    error: Any
+    run_after: datetime
+    priority: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            tenant=job.tenant,
+            state=job.state,
+            owner_id=job.owner_id,
+            lease_until=job.lease_until,
+            fencing_token=job.fencing_token,
+            heartbeat_at=job.heartbeat_at,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            idempotency_key=job.idempotency_key,
+            payload=job.payload,
+            payload_sha256=job.payload_sha256,
+            step=job.step,
+            checkpoint=job.checkpoint,
+            result=job.result,
+            error=job.error,
+            run_after=job.run_after,
+            priority=job.priority,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+        )
+
+
+class JobPage(BaseModel):
+    """A page of jobs, newest first; pass `next` as `after` for the next page. `now` is the
+    database's clock when the page was read (lease countdowns are relative to it)."""
+
+    jobs: list[JobOut]
+    next: str | None
+    now: datetime
+
+
+class EventOut(BaseModel):
+    """One entry of a job's flight recorder."""
+
+    seq: int
+    job_id: str
+    type: str
+    at: datetime
+    token: int | None
+    owner_id: str | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: Event) -> EventOut:
+        return cls(
+            seq=event.seq,
+            job_id=event.job_id,
+            type=event.type,
+            at=event.at,
+            token=event.token,
+            owner_id=event.owner_id,
+            detail=event.detail,
+        )
+
+
+class EventList(BaseModel):
+    """A job's events, oldest first."""
+
+    events: list[EventOut]
+
+
+class StageOut(BaseModel):
+    """One recorded step or effect of a job."""
+
+    position: int
+    name: str
+    kind: str
+    status: str
+    token: int
+    result: Any
+
+    @classmethod
+    def of(cls, stage: Stage) -> StageOut:
+        return cls(
+            position=stage.position,
+            name=stage.name,
+            kind=stage.kind.value,
+            status=stage.status.value,
+            token=stage.token,
+            result=stage.result,
+        )
+
+
+class StageList(BaseModel):
+    """A job's stages in handler order."""
+
+    stages: list[StageOut]
+
+
+class ErrorBody(BaseModel):
+    """What went wrong: a stable `code` and a sentence for people."""
+
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx and 5xx answer."""
+
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    """The process answers."""
+
+    status: str
+
+
+class Readiness(BaseModel):
+    """A database round trip and the queue's figures (ages in seconds, by the database clock)."""
+
+    status: str
+    reason: str | None = None
+    database_time: datetime | None = None
+    queued: int | None = None
+    running: int | None = None
+    expired_leases: int | None = None
+    oldest_queued_age_seconds: float | None = None

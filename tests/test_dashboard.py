@@ -1,0 +1,107 @@
+"""The dashboard in headless Chromium (Debian's, driven by Playwright): enter a key, watch a job
+go queued → running → succeeded while a real worker process runs it, cancel another job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tenure
+from tenure import JobState
+from tenure.runtime.process import spawn_worker, wait_started
+from tests.support.processes import ROOT
+from tests.support.service import LiveServer
+
+CHROMIUM = Path(os.environ.get("TENURE_TEST_CHROMIUM", "/usr/bin/chromium"))
+pytestmark = pytest.mark.slow
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI") == "true":
+            raise AssertionError(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path: Path) -> None:
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.create_tenant("acme")
+        watched = ledger.submit("long_stage", {}, tenant="acme")
+        doomed = ledger.submit("nobody_runs_this", {}, tenant="acme")
+        ledger.submit("long_stage", {}, tenant="globex")  # another tenant's: never shown
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/")
+        page.fill("#api-key", key)
+        page.click("#use-key")
+        rows = page.locator("#jobs tr")
+        expect(rows).to_have_count(2)
+        state_of = lambda job_id: page.locator(f'tr[data-job-id="{job_id}"] [data-state]')  # noqa: E731
+        expect(state_of(watched)).to_have_text("queued")
+
+        log = tmp_path / "worker.log"
+        worker = spawn_worker(
+            "tests.support.apps:app",
+            db,
+            log,
+            "--poll",
+            "0.05",
+            "--kinds",
+            "long_stage",
+            env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(tmp_path)},
+        )
+        try:
+            wait_started(worker, log)
+            expect(state_of(watched)).to_have_text("running", timeout=20_000)
+            lease = page.locator(f'tr[data-job-id="{watched}"] [data-lease-until]')
+            expect(lease).to_have_text(_seconds_left(), timeout=5_000)
+            shot = _screenshot(page, tmp_path)
+            assert shot.stat().st_size > 0
+            (tmp_path / "finish").write_text("")
+            expect(state_of(watched)).to_have_text("succeeded", timeout=20_000)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+
+        page.locator(f'tr[data-job-id="{doomed}"] button.cancel').click()
+        expect(state_of(doomed)).to_have_text("cancelled", timeout=10_000)
+        assert ledger.get(doomed).state is JobState.CANCELLED
+        assert ledger.get(watched).state is JobState.SUCCEEDED
+
+        page.click(f'tr[data-job-id="{watched}"] a')
+        expect(page.locator("#events tr[data-event=job_succeeded]")).to_have_count(1)
+        expect(page.locator("#stages tr")).to_have_count(2)
+        _screenshot(page, tmp_path, "job")
+
+
+def _seconds_left() -> object:
+    import re
+
+    return re.compile(r"^\d+(\.\d)? s$")
+
+
+def _screenshot(page: object, folder: Path, name: str = "dashboard") -> Path:
+    """Save a screenshot; also into $TENURE_SCREENSHOT_DIR when set, for people to look at."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+    keep = os.environ.get("TENURE_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+    return path
