@@ -362,6 +362,14 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _add_command(sub: Any, name: str, command: Command, help: str) -> argparse.ArgumentParser:
+    """A subcommand that runs `command` with an open ledger; takes --db and --json."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    _common(parser, top=False)
+    parser.set_defaults(run=command)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `tenure`."""
     parser = argparse.ArgumentParser(
@@ -371,10 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
-        _common(p, top=False)
-        p.set_defaults(run=command)
-        return p
+        return _add_command(sub, name, command, help)
 
     add("migrate", cmd_migrate, "create or upgrade the schema")
     p = add("submit", cmd_submit, "submit a job and print its id")
@@ -407,10 +412,7 @@ def _add_tenant_commands(sub: Any) -> None:
     tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
 
     def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = tsub.add_parser(name, help=help, description=help)
-        _common(p, top=False)
-        p.set_defaults(run=command)
-        return p
+        return _add_command(tsub, name, command, help)
 
     add("create", cmd_tenant_create, "create a tenant and print its first API key").add_argument(
         "name"

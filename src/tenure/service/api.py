@@ -98,7 +98,7 @@ def list_jobs(
         state=state, kind=kind, tenant=caller.tenant or tenant, limit=limit, after=after
     )
     following = jobs[-1].id if len(jobs) == limit else None
-    return JobPage(jobs=[JobOut.of(j) for j in jobs], next=following, now=ledger.now())
+    return JobPage(jobs=[JobOut.model_validate(j) for j in jobs], next=following, now=ledger.now())
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=documented(*_AUTH, 404))
@@ -119,7 +119,7 @@ async def get_job(
         job = await run_in_threadpool(_visible, ledger, caller, job_id)
         remaining = deadline - time.monotonic()
         if job.terminal or remaining <= 0 or await request.is_disconnected():
-            return JobOut.of(job)
+            return JobOut.model_validate(job)
         await asyncio.sleep(min(pause, remaining))
         pause = min(pause * 2, _LAST_WAIT_POLL)
 
@@ -129,7 +129,7 @@ def job_events(job_id: str, request: Request, caller: Caller) -> EventList:
     """The job's flight recorder, oldest first."""
     ledger = ledger_of(request)
     job = _visible(ledger, caller, job_id)
-    return EventList(events=[EventOut.of(e) for e in ledger.events(job.id)])
+    return EventList(events=[EventOut.model_validate(e) for e in ledger.events(job.id)])
 
 
 @router.get("/jobs/{job_id}/stages", response_model=StageList, responses=documented(*_AUTH, 404))
@@ -137,7 +137,7 @@ def job_stages(job_id: str, request: Request, caller: Caller) -> StageList:
     """The job's recorded steps and effects, in handler order."""
     ledger = ledger_of(request)
     job = _visible(ledger, caller, job_id)
-    return StageList(stages=[StageOut.of(s) for s in ledger.stages(job.id)])
+    return StageList(stages=[StageOut.model_validate(s) for s in ledger.stages(job.id)])
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobRef, responses=documented(*_AUTH, 404, 409))

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenure.types import Event, Job, JobState, Stage
+from tenure.types import JobState
 from tenure.validation import INT32_MAX, INT32_MIN, MAX_NAME_LENGTH
 
 Name = Field(min_length=1, max_length=MAX_NAME_LENGTH)
@@ -36,6 +36,8 @@ class JobRef(BaseModel):
 class JobOut(BaseModel):
     """A job as stored, read at one moment."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     id: str
     kind: str
     tenant: str
@@ -58,32 +60,6 @@ class JobOut(BaseModel):
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def of(cls, job: Job) -> JobOut:
-        return cls(
-            id=job.id,
-            kind=job.kind,
-            tenant=job.tenant,
-            state=job.state,
-            owner_id=job.owner_id,
-            lease_until=job.lease_until,
-            fencing_token=job.fencing_token,
-            heartbeat_at=job.heartbeat_at,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            idempotency_key=job.idempotency_key,
-            payload=job.payload,
-            payload_sha256=job.payload_sha256,
-            step=job.step,
-            checkpoint=job.checkpoint,
-            result=job.result,
-            error=job.error,
-            run_after=job.run_after,
-            priority=job.priority,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
-        )
-
 
 class JobPage(BaseModel):
     """A page of jobs, newest first; pass `next` as `after` for the next page. `now` is the
@@ -97,6 +73,8 @@ class JobPage(BaseModel):
 class EventOut(BaseModel):
     """One entry of a job's flight recorder."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     seq: int
     job_id: str
     type: str
@@ -104,18 +82,6 @@ class EventOut(BaseModel):
     token: int | None
     owner_id: str | None
     detail: dict[str, Any]
-
-    @classmethod
-    def of(cls, event: Event) -> EventOut:
-        return cls(
-            seq=event.seq,
-            job_id=event.job_id,
-            type=event.type,
-            at=event.at,
-            token=event.token,
-            owner_id=event.owner_id,
-            detail=event.detail,
-        )
 
 
 class EventList(BaseModel):
@@ -127,23 +93,14 @@ class EventList(BaseModel):
 class StageOut(BaseModel):
     """One recorded step or effect of a job."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     position: int
     name: str
     kind: str
     status: str
     token: int
     result: Any
-
-    @classmethod
-    def of(cls, stage: Stage) -> StageOut:
-        return cls(
-            position=stage.position,
-            name=stage.name,
-            kind=stage.kind.value,
-            status=stage.status.value,
-            token=stage.token,
-            result=stage.result,
-        )
 
 
 class StageList(BaseModel):
