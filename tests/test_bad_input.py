@@ -13,9 +13,11 @@ import pytest
 import tenure
 
 
-def snapshot(ledger: tenure.Ledger) -> list[tuple[str, str, int, int]]:
+def snapshot(ledger: tenure.Ledger) -> list[tuple[object, ...]]:
     jobs = ledger.list(limit=1000)
-    return [(j.id, j.state.value, j.fencing_token, len(ledger.events(j.id))) for j in jobs]
+    return [(j.id, j.state.value, j.fencing_token, len(ledger.events(j.id))) for j in jobs] + [
+        (t.name, t.active_keys, t.revoked_keys) for t in ledger.tenants()
+    ]
 
 
 @pytest.mark.parametrize(
@@ -36,6 +38,12 @@ def snapshot(ledger: tenure.Ledger) -> list[tuple[str, str, int, int]]:
         (lambda ledger: ledger.submit("k", {}, max_attempts=0), tenure.InvalidArgument),
         (lambda ledger: ledger.submit("k", {}, max_attempts=True), tenure.InvalidArgument),
         (lambda ledger: ledger.submit("k", {}, priority=1.5), tenure.InvalidArgument),
+        (lambda ledger: ledger.submit("k", {}, priority=2**31), tenure.InvalidArgument),
+        (lambda ledger: ledger.submit("k", {}, priority=-(2**31) - 1), tenure.InvalidArgument),
+        (lambda ledger: ledger.submit("k", {}, max_attempts=2**31), tenure.InvalidArgument),
+        (lambda ledger: ledger.create_tenant(""), tenure.InvalidArgument),
+        (lambda ledger: ledger.issue_key("nobody"), tenure.TenantNotFound),
+        (lambda ledger: ledger.revoke_keys("nobody"), tenure.TenantNotFound),
         (lambda ledger: ledger.submit("k", {}, run_after=-1), tenure.InvalidArgument),
         (
             lambda ledger: ledger.submit("k", {}, run_after=datetime(2030, 1, 1)),
