@@ -41,7 +41,7 @@ def start(url: str, folder: Path, name: str, kind: str) -> subprocess.Popen[byte
     return proc
 
 
-def measure(url: str, kind: str) -> None:
+def measure(url: str, kind: str) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp())
     with tenure.connect(url) as ledger:
         job_id = ledger.submit(kind, {})
@@ -62,10 +62,12 @@ def measure(url: str, kind: str) -> None:
         b.wait(60)
         job_class = __import__("bench.failover_app", fromlist=["app"]).app.job_classes[kind]
         claimed = (claims[-1].at - killed_at).total_seconds()
-        print(
-            f"{kind:14} lease {job_class.lease:>5g}s heartbeat {job_class.heartbeat:>5g}s  "
-            f"SIGKILL -> claim by B {claimed:8.3f}s   -> B's handler running {resumed:8.3f}s"
-        )
+    return {
+        "lease_s": job_class.lease,
+        "heartbeat_s": job_class.heartbeat,
+        "kill_to_claim_s": round(claimed, 3),
+        "kill_to_handler_s": round(resumed, 3),
+    }
 
 
 def main() -> None:
@@ -77,7 +79,12 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     print(f"database: {url.rsplit('@', maxsplit=1)[-1]}")
     for kind in args.classes:
-        measure(url, kind)
+        figures = measure(url, kind)
+        print(
+            f"{kind:14} lease {figures['lease_s']:>5g}s heartbeat {figures['heartbeat_s']:>5g}s"
+            f"  SIGKILL -> claim by B {figures['kill_to_claim_s']:8.3f}s"
+            f"   -> B's handler running {figures['kill_to_handler_s']:8.3f}s"
+        )
 
 
 if __name__ == "__main__":

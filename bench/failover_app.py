@@ -21,3 +21,8 @@ def hold(ctx: tenure.JobContext, payload: Any) -> str:
 
 app.job("default_class")(hold)
 app.job("short_class", lease=1.0, heartbeat=0.25, missed=1, jitter=0.3)(hold)
+
+
+@app.job("tick")
+def tick(ctx: tenure.JobContext, payload: Any) -> None:
+    """A no-op for the fairness measurement."""

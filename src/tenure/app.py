@@ -149,9 +149,10 @@ class App:
 
         return register
 
-    def connect(self, url: str | None = None) -> Ledger:
-        """A new ledger on the app's database (or `url`); the caller closes it."""
-        return connect(url or self.url, **self.connect_options)
+    def connect(self, url: str | None = None, **overrides: Any) -> Ledger:
+        """A new ledger on the app's database (or `url`); the caller closes it. `overrides`
+        replace the app's connect options for this ledger."""
+        return connect(url or self.url, **{**self.connect_options, **overrides})
 
     @property
     def ledger(self) -> Ledger:

@@ -46,6 +46,8 @@ T = TypeVar("T")
 
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_LIST_LIMIT = 1000
+# Jobs per submit_many call: one statement's parameters stay a few megabytes at most.
+MAX_BATCH = 10_000
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -198,6 +200,64 @@ class Ledger:
             )
         return existing.id, False
 
+    def submit_many(
+        self,
+        kind: str,
+        payloads: Sequence[JSON],
+        *,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> builtins.list[str]:
+        """Submit many jobs of one kind in one statement (one transaction on SQLite).
+
+        All or nothing: a payload that is not JSON or too large rejects the whole batch before
+        anything is written. No idempotency keys here: a keyed job goes through `submit`.
+        Returns the new ids in the order of `payloads`.
+        """
+        kind = check_name(kind, "kind")
+        tenant = check_name(tenant, "tenant")
+        if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
+            raise InvalidArgument("payloads must be a list of JSON values")
+        check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
+        attempts = self.default_max_attempts if max_attempts is None else max_attempts
+        attempts = check_int(attempts, "max_attempts", 1)
+        priority = check_int(priority, "priority")
+        run_at, delay = _schedule(run_after)
+        jobs = []
+        for payload in payloads:
+            encoded = encode_json(payload, "payload", self.max_payload_bytes)
+            jobs.append(
+                NewJob(
+                    id=str(uuid.uuid4()),
+                    kind=kind,
+                    tenant=tenant,
+                    max_attempts=attempts,
+                    idempotency_key=None,
+                    payload_json=encoded.text,
+                    payload_sha256=encoded.sha256,
+                    run_at=run_at,
+                    delay_seconds=delay,
+                    priority=priority,
+                    detail_json=_detail(
+                        kind=kind,
+                        payload_sha256=encoded.sha256,
+                        payload_bytes=encoded.size,
+                        priority=priority,
+                    ),
+                )
+            )
+        self.store.submit_many(jobs)
+        emit(log, logging.INFO, "jobs_submitted", kind=kind, count=len(jobs))
+        return [job.id for job in jobs]
+
+    def on_claimable(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call `callback(kind)` ('' for any kind) when jobs may have become claimable:
+        PostgreSQL LISTEN/NOTIFY, or this process's own submits on SQLite. Best effort (a
+        worker polls as well); returns the function that stops it."""
+        return self.store.listen(callback)
+
     # -- leases ------------------------------------------------------------------------------
 
     def claim(
@@ -315,6 +375,52 @@ class Ledger:
             lease, "complete", lambda: self.store.complete(lease, encoded.text, detail)
         ):
             self._lost(lease, "complete", result_sha256=encoded.sha256)
+
+    def complete_many(
+        self, outcomes: Sequence[tuple[Lease, JSON]]
+    ) -> dict[str, TenureError | None]:
+        """`complete` for many leases in one statement (one transaction on SQLite).
+
+        Returns, per job id, None when published, or the error `complete` would have raised
+        for that job alone (`LeaseLost`, `PayloadTooLarge`, …). Raises `OwnershipUnknown` for
+        all of them when the database cannot be reached.
+        """
+        answers: dict[str, TenureError | None] = {}
+        leases: builtins.list[Lease] = []
+        texts: builtins.list[str] = []
+        details: builtins.list[str] = []
+        digests: dict[str, str] = {}
+        for lease, result in outcomes:
+            try:
+                encoded = encode_json(result, "result", self.max_payload_bytes)
+            except TenureError as exc:
+                answers[lease.job_id] = exc
+                continue
+            leases.append(lease)
+            texts.append(encoded.text)
+            details.append(_detail(result_bytes=encoded.size, result_sha256=encoded.sha256))
+            digests[lease.job_id] = encoded.sha256
+        if not leases:
+            return answers
+        try:
+            done = self.store.complete_many(leases, texts, details)
+        except StoreUnavailable as exc:
+            for lease in leases:
+                self._ownership_unknown(lease, "complete", exc)
+            raise OwnershipUnknown(
+                f"could not complete {len(leases)} job(s): {exc}; whether their leases still "
+                "hold is unknown"
+            ) from exc
+        self._confirm_unconfirmed()
+        for lease in leases:
+            if lease.job_id in done:
+                answers[lease.job_id] = None
+                continue
+            try:
+                self._lost(lease, "complete", result_sha256=digests[lease.job_id])
+            except TenureError as exc:
+                answers[lease.job_id] = exc
+        return answers
 
     def fail(
         self,

@@ -112,3 +112,8 @@ def clocked(ctx: tenure.JobContext, payload: Any) -> Any:
     wall = ctx.step("wall", time.time)
     time.sleep(2.5 * FAST["lease"])
     return {"wall": wall, "by": NAME}
+
+
+@app.job("tick")
+def tick(ctx: tenure.JobContext, payload: Any) -> None:
+    """A no-op: the fairness test counts who runs how many."""

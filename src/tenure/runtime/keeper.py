@@ -52,6 +52,11 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._renew_wake = threading.Event()
         self._watch_wake = threading.Event()
+        # When each thread will next look (monotonic), None while it is looking: a new run
+        # wakes a thread only if it needs that thread sooner (a worker that claims thousands
+        # of jobs a second must not wake both threads for each).
+        self._renew_next: float | None = None
+        self._watch_next: float | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._settle = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tenure-settle")
@@ -80,10 +85,14 @@ class LeaseKeeper:
 
     def track(self, run: JobRun) -> None:
         """Keep this run's lease from now on."""
+        renew_at = run.next_renewal
+        watch_at = min(run.confirmed_until, run.stage_deadline or run.confirmed_until)
         with self._lock:
             self._runs[run.lease.job_id] = run
-        self._renew_wake.set()
-        self._watch_wake.set()
+            if self._renew_next is None or renew_at < self._renew_next:
+                self._renew_wake.set()
+            if self._watch_next is None or watch_at < self._watch_next:
+                self._watch_wake.set()
 
     def untrack(self, run: JobRun) -> None:
         """The handler is done: stop renewing."""
@@ -118,16 +127,32 @@ class LeaseKeeper:
         with self._lock:
             return [run for run in self._runs.values() if not run.finished]
 
-    @staticmethod
-    def _wait(wake: threading.Event, moments: list[float]) -> None:
-        timeout = _IDLE_SECONDS if not moments else max(0.0, min(moments) - time.monotonic())
-        wake.wait(timeout)
-        wake.clear()
+    def _looking(self, renewer: bool) -> None:
+        """Before a thread takes its snapshot: until it plans its next look, every track wakes
+        it (the wake event is cleared here, so a track during the look is not lost)."""
+        with self._lock:
+            if renewer:
+                self._renew_next = None
+                self._renew_wake.clear()
+            else:
+                self._watch_next = None
+                self._watch_wake.clear()
+
+    def _wait(self, renewer: bool, moments: list[float]) -> None:
+        until = time.monotonic() + _IDLE_SECONDS if not moments else min(moments)
+        with self._lock:
+            if renewer:
+                self._renew_next = until
+            else:
+                self._watch_next = until
+        wake = self._renew_wake if renewer else self._watch_wake
+        wake.wait(max(0.0, until - time.monotonic()))
 
     # -- renewer -----------------------------------------------------------------------------
 
     def _renew_loop(self) -> None:
         while not self._stop.is_set():
+            self._looking(renewer=True)
             now = time.monotonic()
             runs = [run for run in self._snapshot() if run.renewing]
             due = [
@@ -138,7 +163,7 @@ class LeaseKeeper:
             if due:
                 self._renew(due)
                 continue
-            self._wait(self._renew_wake, [run.next_renewal for run in runs])
+            self._wait(True, [run.next_renewal for run in runs])
 
     def _renew(self, due: list[JobRun]) -> None:
         sent_at = time.monotonic()
@@ -164,11 +189,12 @@ class LeaseKeeper:
 
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
+            self._looking(renewer=False)
             now = time.monotonic()
             moments: list[float] = []
             for run in self._snapshot():
                 moments += self._enforce(run, now)
-            self._wait(self._watch_wake, moments)
+            self._wait(False, moments)
 
     def _enforce(self, run: JobRun, now: float) -> list[float]:
         """Act on the run's passed deadlines; return the ones still ahead."""

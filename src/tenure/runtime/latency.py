@@ -34,6 +34,12 @@ class LatencyHistogram:
             self._counts[index] += 1
             self._sum += seconds
 
+    @property
+    def count(self) -> int:
+        """How many observations so far."""
+        with self._lock:
+            return sum(self._counts)
+
     def snapshot(self) -> LatencySnapshot:
         with self._lock:
             counts, total = list(self._counts), self._sum

@@ -43,6 +43,8 @@ class JobRun:
         self.async_future: Future[Any] | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._finished = False
+        # The handler returned a result that is now being committed.
+        self.handler_returned = False
         self._lock = threading.Lock()
         self._confirmed = threading.Condition(self._lock)
 

@@ -29,16 +29,22 @@ from tenure.errors import (
 )
 from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
+from tenure.runtime.committer import Committer
 from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
+from tenure.runtime.threads import HandlerThreads
 from tenure.types import Lease
 
 log = logging.getLogger("tenure.worker")
 
-# While idle, the claim loop waits from this long up to poll_interval, doubling, with jitter.
+# While idle, the claim loop waits from this long up to poll_interval, doubling, with jitter
+# (a wake-up from LISTEN/NOTIFY or an in-process submit ends the wait at once).
 _FIRST_IDLE_WAIT = 0.02
+# With only a few slots free, wait this long for more before claiming: one statement then
+# claims several jobs. Only while busy; an idle worker claims at once.
+_GATHER_WAIT = 0.005
 # Cancellations after which a returned result is still offered to the database to judge.
 _DATABASE_DECIDES = frozenset({"lease_lost", "ownership_unknown"})
 # An outcome that meets an unreachable database is retried for up to one lease length: past
@@ -90,6 +96,11 @@ class Worker:
         self.claim_latency = LatencyHistogram()
         self._runs_lock = threading.Lock()
         self._slot_freed = threading.Event()
+        self._wake = threading.Event()
+        self._kind_set = frozenset(self.kinds)
+        self._stop_listening: Callable[[], None] | None = None
+        self._threads = HandlerThreads(concurrency)
+        self._committer: Committer | None = None
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stop_requested = threading.Event()
@@ -106,7 +117,12 @@ class Worker:
         """Connect and start the claim loop, the lease keeper and (if needed) an event loop."""
         if self.ledger is not None:
             return self
-        self.ledger = self.app.connect(self._url)
+        # A connection for each handler that writes a stage, plus the claim loop, the
+        # committer, the renewer and the settle pool (PostgreSQL opens them as needed).
+        pool_size = max(
+            int(self.app.connect_options.get("pool_size", 4)), min(self.concurrency, 32) + 4
+        )
+        self.ledger = self.app.connect(self._url, pool_size=pool_size)
         self._keeper = LeaseKeeper(
             self.ledger,
             on_stage_timeout=self._stage_timed_out,
@@ -114,6 +130,9 @@ class Worker:
             on_crash=self._crash,
         )
         self._keeper.start()
+        self._committer = Committer(self.ledger)
+        self._committer.start()
+        self._stop_listening = self.ledger.on_claimable(self._on_claimable)
         if any(self.app.job_classes[k].is_async for k in self.kinds):
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(
@@ -170,6 +189,9 @@ class Worker:
             self._stopping.set()
             self._stop_requested.set()
             self._slot_freed.set()
+            self._wake.set()
+            if self._stop_listening is not None:
+                self._stop_listening()
             if self._claim_thread is not None:
                 self._claim_thread.join()
             deadline = time.monotonic() + (self.grace if grace is None else grace)
@@ -179,6 +201,9 @@ class Worker:
             for run in self._active():
                 run.cancel("shutdown")
                 self._finish(run, "release", lambda r: self._ledger().release(r.lease))
+            if self._committer is not None:
+                self._committer.stop()
+            self._threads.stop()
             if self._keeper is not None:
                 self._keeper.stop()
             if self._loop is not None and self._loop_thread is not None:
@@ -215,6 +240,14 @@ class Worker:
         with self._runs_lock:
             return list(self._runs.values())
 
+    def _free_slots(self) -> int:
+        """Slots for new claims. A run whose handler returned is only waiting for its result
+        to be committed: it holds no handler slot, but at most `concurrency` such runs wait,
+        so a slow database slows claiming down."""
+        with self._runs_lock:
+            handlers = sum(1 for run in self._runs.values() if not run.handler_returned)
+            return min(self.concurrency - handlers, 2 * self.concurrency - len(self._runs))
+
     def _crash(self, exc: BaseException) -> None:
         self._fatal = exc
         self._hurry.set()
@@ -222,16 +255,24 @@ class Worker:
 
     # -- claiming ----------------------------------------------------------------------------
 
+    def _on_claimable(self, kind: str) -> None:
+        if not kind or kind in self._kind_set:
+            self._wake.set()
+
     def _claim_loop(self) -> None:
         idle_wait = _FIRST_IDLE_WAIT
         groups = self._lease_groups()
+        gather = max(1, self.concurrency // 2)
         try:
             while not self._stopping.is_set():
-                free = self.concurrency - len(self._active())
+                free = self._free_slots()
                 if free <= 0:
                     self._slot_freed.wait(self.poll_interval)
                     self._slot_freed.clear()
                     continue
+                if free < gather and idle_wait == _FIRST_IDLE_WAIT:
+                    free = self._gather(free, gather)
+                self._wake.clear()
                 try:
                     claimed = self._claim(groups, free)
                 except StoreUnavailable as exc:
@@ -245,12 +286,29 @@ class Worker:
                     claimed = 0
                 if claimed:
                     idle_wait = _FIRST_IDLE_WAIT
-                    continue
-                self._stopping.wait(idle_wait * random.uniform(0.5, 1.0))
-                idle_wait = min(idle_wait * 2, self.poll_interval)
+                    if claimed >= free:
+                        continue
+                # Fewer jobs than free slots: the queue is empty for now. Wait for a wake-up
+                # (or the next poll) rather than asking again at once.
+                if self._wake.wait(idle_wait * random.uniform(0.5, 1.0)):
+                    idle_wait = _FIRST_IDLE_WAIT
+                else:
+                    idle_wait = min(idle_wait * 2, self.poll_interval)
         except BaseException as exc:  # a claim loop that dies must stop the worker loudly
             emit(log, logging.CRITICAL, "claim_loop_crashed", error_type=type(exc).__name__)
             self._crash(exc)
+
+    def _gather(self, free: int, enough: int) -> int:
+        """Wait up to _GATHER_WAIT for `enough` free slots; return how many are free."""
+        deadline = time.monotonic() + _GATHER_WAIT
+        while free < enough and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._slot_freed.wait(left)
+            self._slot_freed.clear()
+            free = self._free_slots()
+        return free
 
     def _lease_groups(self) -> list[tuple[float, list[str]]]:
         """Kinds grouped by lease length: one claim statement per group."""
@@ -281,9 +339,7 @@ class Worker:
         assert self._keeper is not None
         self._keeper.count("claimed")
         self._keeper.track(run)
-        threading.Thread(
-            target=self._execute, args=(run,), name=f"tenure-job-{lease.job_id}", daemon=True
-        ).start()
+        self._threads.run(self._execute, run)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -299,10 +355,12 @@ class Worker:
         )
         try:
             assert self._keeper is not None
-            ctx = JobContext(
-                run, self._ledger(), self._keeper, self._ledger().store.stages(lease.job_id)
-            )
+            # Token 1 is the job's first claim ever: no stage can have been recorded yet.
+            stages = [] if lease.token == 1 else self._ledger().store.stages(lease.job_id)
+            ctx = JobContext(run, self._ledger(), self._keeper, stages)
             result = self._call(run, ctx)
+            run.handler_returned = True
+            self._slot_freed.set()
             self._commit(run, result)
         except JobCancelled as cancelled:
             run.log(logging.WARNING, "job_stopped", reason=cancelled.reason)
@@ -362,7 +420,9 @@ class Worker:
             run.log(logging.WARNING, "result_discarded", reason=reason)
             return
         run.try_finish()
-        self._attempt(run, "complete", lambda r: self._ledger().complete(r.lease, result))
+        committer = self._committer
+        assert committer is not None
+        self._attempt(run, "complete", lambda r: committer.complete(r.lease, result))
 
     def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
         job_class: JobClass = run.job_class

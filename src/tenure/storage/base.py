@@ -7,7 +7,7 @@ lease as a falsy result and leaves the raising of `LeaseLost` to the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -142,6 +142,16 @@ class Store(Protocol):
         """The job holding `idempotency_key` for `tenant`, if any."""
         ...
 
+    def submit_many(self, jobs: Sequence[NewJob]) -> int:
+        """Insert jobs sharing kind, tenant, attempts, priority and schedule, none with a key,
+        with their events, atomically; return how many."""
+        ...
+
+    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call `callback(kind)` when jobs of `kind` ('' for any) may have become claimable;
+        return the function that stops listening. Best effort: workers poll as well."""
+        ...
+
     def claim(
         self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
     ) -> list[Lease]:
@@ -158,6 +168,12 @@ class Store(Protocol):
 
     def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
         """Mark the job succeeded with its result, if the lease still holds."""
+        ...
+
+    def complete_many(
+        self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
+    ) -> set[str]:
+        """`complete` for many jobs in one write; return the ids whose lease still held."""
         ...
 
     def fail(

@@ -17,13 +17,47 @@ inserted AS (
            %(priority)s, clock.now, clock.now
     FROM clock
     ON CONFLICT (tenant, idempotency_key) DO NOTHING
-    RETURNING id, created_at
+    RETURNING id, created_at, kind, run_after <= created_at AS due
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT id, 'job_submitted', created_at, 0, NULL, %(detail)s::jsonb FROM inserted
 )
-SELECT id::text AS id FROM inserted;
+-- The notification is sent at commit; listening workers wake instead of polling. Channels
+-- are per database: the schema in the name keeps two tenure schemas apart.
+SELECT id::text AS id FROM inserted
+LEFT JOIN LATERAL (
+    SELECT pg_notify('tenure_jobs:' || current_schema(), inserted.kind) WHERE inserted.due
+) AS woken ON true;
+
+-- name: submit_many
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+given AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(payloads)s::jsonb[], %(payload_sha256s)s::text[],
+                         %(details)s::jsonb[])
+        WITH ORDINALITY AS g (id, payload, payload_sha256, detail, position)
+),
+inserted AS (
+    INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
+                             priority, created_at, updated_at)
+    SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
+           given.payload_sha256,
+           COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
+           %(priority)s, clock.now, clock.now
+    FROM given, clock
+    ORDER BY given.position
+    RETURNING id, created_at, run_after <= created_at AS due
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT inserted.id, 'job_submitted', inserted.created_at, 0, NULL, given.detail
+    FROM inserted JOIN given ON given.id = inserted.id
+),
+summary AS (SELECT count(*) AS inserted, bool_or(due) AS any_due FROM inserted)
+SELECT inserted FROM summary
+LEFT JOIN LATERAL (
+    SELECT pg_notify('tenure_jobs:' || current_schema(), %(kind)s::text) WHERE summary.any_due
+) AS woken ON true;
 
 -- name: find_by_key
 SELECT id::text AS id, kind, payload_sha256
@@ -47,14 +81,32 @@ expired_out AS (
     WHERE j.id = exhausted.id
     RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, clock.now AS at
 ),
-candidate AS (
-    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner FROM tenure_jobs j, clock
-    WHERE ((j.state = 'queued' AND j.run_after <= clock.now)
-        OR (j.state = 'running' AND j.lease_until <= clock.now AND j.attempt < j.max_attempts))
+-- Two scans, each on its own partial index and stopping at the limit: an OR of both would
+-- read and sort every queued row on each claim.
+expired_candidate AS (
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    FROM tenure_jobs j, clock
+    WHERE j.state = 'running' AND j.lease_until <= clock.now AND j.attempt < j.max_attempts
+      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+    ORDER BY j.lease_until
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
+queued_candidate AS (
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    FROM tenure_jobs j, clock
+    WHERE j.state = 'queued' AND j.run_after <= clock.now
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
     ORDER BY j.priority DESC, j.seq
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+),
+candidate AS (
+    SELECT id, was_state, was_owner FROM (
+        SELECT * FROM expired_candidate UNION ALL SELECT * FROM queued_candidate
+    ) AS both_kinds
+    ORDER BY priority DESC, seq
+    LIMIT %(limit)s
 ),
 claimed AS (
     UPDATE tenure_jobs j
@@ -141,6 +193,27 @@ logged AS (
 )
 SELECT id::text AS id FROM done;
 
+-- name: complete_many
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+given AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(owner_ids)s::text[], %(tokens)s::bigint[],
+                         %(results)s::jsonb[], %(details)s::jsonb[])
+        AS g (job_id, owner_id, token, result, detail)
+),
+done AS (
+    UPDATE tenure_jobs j
+    SET state = 'succeeded', result = given.result, lease_until = NULL, updated_at = clock.now
+    FROM given, clock
+    WHERE j.id = given.job_id AND j.state = 'running' AND j.owner_id = given.owner_id
+      AND j.fencing_token = given.token AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at, given.token, given.owner_id, given.detail
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_succeeded', at, token, owner_id, detail FROM done
+)
+SELECT id::text AS id FROM done;
+
 -- name: fail
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 failed AS (
@@ -176,13 +249,14 @@ released AS (
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now
-    RETURNING j.id, clock.now AS at
+    RETURNING j.id, j.kind, clock.now AS at
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT id, 'job_released', at, %(token)s, %(owner_id)s, '{}'::jsonb FROM released
 )
-SELECT id::text AS id FROM released;
+SELECT id::text AS id FROM released
+CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), released.kind)) AS woken;
 
 -- name: cancel
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -216,14 +290,15 @@ requeued AS (
         run_after = clock.now, updated_at = clock.now
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state IN ('failed', 'cancelled')
-    RETURNING j.id, j.fencing_token, clock.now AS at
+    RETURNING j.id, j.kind, j.fencing_token, clock.now AS at
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT r.id, 'job_requeued', r.at, r.fencing_token, NULL, jsonb_build_object('was', b.state)
     FROM requeued r JOIN before b ON b.id = r.id
 )
-SELECT id::text AS id FROM requeued;
+SELECT id::text AS id FROM requeued
+CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), requeued.kind)) AS woken;
 
 -- name: record_event
 INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)

@@ -7,7 +7,7 @@ an autocommit connection from a psycopg_pool pool: one round trip per operation.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, LiteralString
@@ -43,6 +43,7 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.wakeup import PostgresListener, WakeCallback
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
@@ -74,6 +75,10 @@ def build_conninfo(url: str, timeout: float) -> str:
     millis = max(1, int(timeout * 1000))
     options = str(params.get("options") or "")
     options += f" -c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"
+    # psycopg prepares a statement after its fifth use; a generic plan is then reused instead
+    # of a custom plan per call (a quarter millisecond of planning on each claim). Our
+    # statements' plans do not depend on their parameters: partial indexes decide them.
+    options += " -c plan_cache_mode=force_generic_plan"
     params.update(
         options=options.strip(),
         connect_timeout=max(1, round(timeout)),
@@ -102,12 +107,13 @@ class PostgresStore:
     def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
         self._where = _where(url)
         self._timeout = timeout
+        self._conninfo = build_conninfo(url, timeout)
         self._watchdog = Watchdog(_sever_connection)
         self._checking = False
         self._checking_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[DictRow]] = (
             psycopg_pool.ConnectionPool(
-                build_conninfo(url, timeout),
+                self._conninfo,
                 min_size=1,
                 max_size=max(1, pool_size),
                 kwargs={"autocommit": True, "row_factory": dict_row},
@@ -215,6 +221,32 @@ class PostgresStore:
         )
         return bool(rows)
 
+    def submit_many(self, jobs: Sequence[NewJob]) -> int:
+        """Insert jobs that share kind, tenant and schedule (no keys): one statement."""
+        if not jobs:
+            return 0
+        first = jobs[0]
+        rows = self._fetch(
+            "submit_many",
+            {
+                "ids": [job.id for job in jobs],
+                "payloads": [job.payload_json for job in jobs],
+                "payload_sha256s": [job.payload_sha256 for job in jobs],
+                "details": [job.detail_json for job in jobs],
+                "kind": first.kind,
+                "tenant": first.tenant,
+                "max_attempts": first.max_attempts,
+                "run_at": first.run_at,
+                "delay": first.delay_seconds,
+                "priority": first.priority,
+            },
+        )
+        return int(rows[0]["inserted"])
+
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        """Call `callback(kind)` when jobs of `kind` become claimable; returns the stop."""
+        return PostgresListener(self._conninfo, callback, wait=self._timeout).close
+
     def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
         """The job holding the key, if any."""
         rows = self._fetch("find_by_key", {"tenant": tenant, "idempotency_key": idempotency_key})
@@ -269,6 +301,24 @@ class PostgresStore:
     def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
         """Succeed the job if the lease holds."""
         return bool(self._guarded("complete", lease, result=result_json, detail=detail_json))
+
+    def complete_many(
+        self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
+    ) -> set[str]:
+        """Succeed every job whose lease holds, in one statement; return their ids."""
+        if not leases:
+            return set()
+        rows = self._fetch(
+            "complete_many",
+            {
+                "job_ids": [lease.job_id for lease in leases],
+                "owner_ids": [lease.owner_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "results": list(results_json),
+                "details": list(details_json),
+            },
+        )
+        return {row["id"] for row in rows}
 
     def fail(
         self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str

@@ -33,11 +33,26 @@ WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
 RETURNING id, fencing_token, owner_id, attempt;
 
 -- name: claim_candidates
-SELECT id, state, owner_id FROM tenure_jobs
-WHERE ((state = 'queued' AND run_after <= :now)
-    OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts))
-  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-ORDER BY priority DESC, rowid
+-- Two scans, each on its own partial index and stopping at the limit (an OR of both would
+-- read and sort every queued row on each claim).
+SELECT id, state, owner_id FROM (
+    SELECT * FROM (
+        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+        ORDER BY lease_until
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'queued' AND run_after <= :now
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+        ORDER BY priority DESC, rowid
+        LIMIT :limit
+    )
+)
+ORDER BY priority DESC, position
 LIMIT :limit;
 
 -- name: claim_take

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +37,8 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.sqlite.turns import WriteTurns
+from tenure.storage.wakeup import LOCAL, WakeCallback
 from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.sqlite")
@@ -84,7 +86,9 @@ class SqliteStore:
 
     def __init__(self, url: str, *, timeout: float = 5.0) -> None:
         self.path = path_from_url(url)
+        self._where = str(Path(self.path).resolve())
         self._timeout = timeout
+        self._turns = WriteTurns(self.path, timeout)
         self._idle: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -149,7 +153,7 @@ class SqliteStore:
     @contextmanager
     def _write(self) -> Iterator[tuple[sqlite3.Connection, float]]:
         """BEGIN IMMEDIATE; yield the connection and the clock read under the write lock."""
-        with self._conn() as conn, self._translate():
+        with self._conn() as conn, self._translate(), self._turns.hold():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 now = float(conn.execute(Q["now"]).fetchone()[0])
@@ -241,7 +245,38 @@ class SqliteStore:
             if row is None:
                 return False
             self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
-            return True
+        LOCAL.publish(self._where, job.kind)
+        return True
+
+    def submit_many(self, jobs: Sequence[NewJob]) -> int:
+        """Insert jobs (no keys) and their events in one transaction."""
+        if not jobs:
+            return 0
+        with self._write() as (conn, now):
+            for job in jobs:
+                conn.execute(
+                    Q["submit"],
+                    {
+                        "id": job.id,
+                        "kind": job.kind,
+                        "tenant": job.tenant,
+                        "max_attempts": job.max_attempts,
+                        "idempotency_key": None,
+                        "payload": job.payload_json,
+                        "payload_sha256": job.payload_sha256,
+                        "run_at": None if job.run_at is None else job.run_at.timestamp(),
+                        "delay": job.delay_seconds,
+                        "priority": job.priority,
+                        "now": now,
+                    },
+                )
+                self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
+        LOCAL.publish(self._where, jobs[0].kind)
+        return len(jobs)
+
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        """Wake on submits made by this process (other processes are found by polling)."""
+        return LOCAL.subscribe(self._where, callback)
 
     def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
         """The job holding the key, if any."""
@@ -368,6 +403,40 @@ class SqliteStore:
             is not None
         )
 
+    def complete_many(
+        self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
+    ) -> set[str]:
+        """Succeed every job whose lease holds, in one transaction; return their ids."""
+        done: set[str] = set()
+        if not leases:
+            return done
+        with self._write() as (conn, now):
+            for lease, result_json, detail_json in zip(
+                leases, results_json, details_json, strict=True
+            ):
+                row = conn.execute(
+                    Q["complete"],
+                    {
+                        "job_id": lease.job_id,
+                        "owner_id": lease.owner_id,
+                        "token": lease.token,
+                        "now": now,
+                        "result": result_json,
+                    },
+                ).fetchone()
+                if row is not None:
+                    self._event(
+                        conn,
+                        now,
+                        lease.job_id,
+                        "job_succeeded",
+                        lease.token,
+                        lease.owner_id,
+                        detail_json,
+                    )
+                    done.add(lease.job_id)
+        return done
+
     def fail(
         self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
     ) -> JobState | None:
@@ -398,7 +467,10 @@ class SqliteStore:
 
     def release(self, lease: Lease) -> bool:
         """Give the job back if the lease holds."""
-        return self._guarded("release", lease, "job_released", "{}") is not None
+        if self._guarded("release", lease, "job_released", "{}") is None:
+            return False
+        LOCAL.publish(self._where, lease.kind)
+        return True
 
     def cancel(self, job_id: str) -> bool:
         """Cancel and bump the token in one write."""
@@ -406,7 +478,10 @@ class SqliteStore:
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
-        return self._operator_transition(job_id, "requeue", "job_requeued")
+        if not self._operator_transition(job_id, "requeue", "job_requeued"):
+            return False
+        LOCAL.publish(self._where, "")
+        return True
 
     def _operator_transition(self, job_id: str, query: str, event: str) -> bool:
         """An operator's state change and its event (with the state it left) in one write."""
@@ -616,6 +691,7 @@ class SqliteStore:
             self._all = []
         for conn in idle:
             conn.close()
+        self._turns.close()
 
 
 class SqliteFenceTx:

@@ -1,0 +1,273 @@
+"""tenure, on PostgreSQL or SQLite, every guarantee on (tokens, guarded writes, events)."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+import tenure
+from bench.systems.common import analyze, latency_figures, transactions, wait_until
+
+BATCH = 500
+
+
+def _app(url: str, **job_options: Any) -> tuple[tenure.App, dict[int, float]]:
+    """An app with a no-op kind and a `probe` kind that records when its handler started."""
+    app = tenure.App(url)
+    started: dict[int, float] = {}
+
+    @app.job("noop", **job_options)
+    def noop(ctx: tenure.JobContext, payload: Any) -> None:
+        return None
+
+    @app.job("probe")
+    def probe(ctx: tenure.JobContext, payload: Any) -> None:
+        started[payload["i"]] = time.perf_counter()
+
+    return app, started
+
+
+def _is_postgres(url: str) -> bool:
+    return url.startswith("postgres")
+
+
+def enqueue_single(url: str, n: int, **_: Any) -> dict[str, Any]:
+    """Jobs per second, one `submit` (one statement or transaction) each."""
+    with tenure.connect(url) as ledger:
+        begun = time.perf_counter()
+        for i in range(n):
+            ledger.submit("noop", {"i": i})
+        elapsed = time.perf_counter() - begun
+    return {"jobs_per_s": round(n / elapsed, 1), "jobs": n}
+
+
+def enqueue_batch(url: str, n: int, **_: Any) -> dict[str, Any]:
+    """Jobs per second through `submit_many`, BATCH at a time."""
+    with tenure.connect(url) as ledger:
+        begun = time.perf_counter()
+        for start in range(0, n, BATCH):
+            ledger.submit_many("noop", [{"i": i} for i in range(start, min(n, start + BATCH))])
+        elapsed = time.perf_counter() - begun
+    return {"jobs_per_s": round(n / elapsed, 1), "jobs": n, "batch": BATCH}
+
+
+def drain(url: str, n: int, concurrency: int, **_: Any) -> dict[str, Any]:
+    """Jobs per second from starting a worker until all `n` no-op jobs succeeded."""
+    enqueue_batch(url, n)
+    if _is_postgres(url):
+        analyze(url)
+    app, _ = _app(url)
+    worker = tenure.Worker(app, concurrency=concurrency, kinds=["noop"])
+    begun = time.perf_counter()
+    worker.start()
+    try:
+        wait_until(lambda: worker.stats.get("succeeded", 0) >= n, 600, "drain")
+        elapsed = time.perf_counter() - begun
+        commits = worker._committer.batches if worker._committer else 0
+    finally:
+        worker.stop()
+    return {
+        "jobs_per_s": round(n / elapsed, 1),
+        "jobs": n,
+        "seconds": round(elapsed, 3),
+        "complete_statements": commits,
+    }
+
+
+def latency(url: str, n: int, concurrency: int, pause: float, **_: Any) -> dict[str, Any]:
+    """Enqueue → handler start with an idle worker, one job at a time, `pause` s apart."""
+    app, started = _app(url)
+    samples: list[float] = []
+    with tenure.Worker(app, concurrency=concurrency, kinds=["probe"]) as worker:
+        ledger = app.ledger
+        time.sleep(0.5)  # let the worker reach its idle wait (and its LISTEN) first
+        for i in range(n):
+            sent = time.perf_counter()
+            ledger.submit("probe", {"i": i})
+            wait_until(lambda i=i: i in started, 30, f"probe {i}")
+            samples.append((started[i] - sent) * 1000)
+            wait_until(lambda: worker.running == 0, 30, "idle")
+            time.sleep(pause)
+        app.close()
+    return latency_figures(samples)
+
+
+def heartbeats(url: str, n: int, seconds: float, **_: Any) -> dict[str, Any]:
+    """Statements per second while one worker holds `n` leases (heartbeat every 5 s)."""
+    release = threading.Event()
+    app = tenure.App(url)
+
+    @app.job("hold", lease=30, heartbeat=5, jitter=5, stage_timeout=None)
+    def hold(ctx: tenure.JobContext, payload: Any) -> None:
+        release.wait(600)
+
+    with tenure.connect(url) as ledger:
+        for start in range(0, n, BATCH):
+            ledger.submit_many("hold", [{}] * min(BATCH, n - start))
+    worker = tenure.Worker(app, concurrency=n, kinds=["hold"])
+    worker.start()
+    try:
+        wait_until(lambda: worker.running >= n, 300, f"{n} leases held")
+        time.sleep(1.0)  # past the claim's own statements
+        before = _statement_count(url, worker)
+        renewals_before = worker.stats.get("renewal_batches", 0)
+        time.sleep(seconds)
+        after = _statement_count(url, worker)
+        renewals = worker.stats.get("renewal_batches", 0) - renewals_before
+        beats = worker.stats.get("heartbeats", 0)
+    finally:
+        release.set()
+        worker.stop(grace=60)
+    return {
+        "leases": n,
+        "window_s": seconds,
+        "statements_per_s": round((after - before) / seconds, 2),
+        "renewal_statements_per_s": round(renewals / seconds, 2),
+        "heartbeat_interval_s": 5,
+        "lease_renewals": beats,
+    }
+
+
+def _statement_count(url: str, worker: tenure.Worker) -> int:
+    if _is_postgres(url):
+        return transactions(url)
+    # SQLite: every write the worker makes is a batch of its renewer (nothing else runs).
+    return int(worker.stats.get("renewal_batches", 0))
+
+
+def claim_cost(url: str, history: int, **_: Any) -> dict[str, Any]:
+    """Median time of one claim (one job) with `history` finished jobs in the tables."""
+    with tenure.connect(url) as ledger:
+        _add_history(url, history)
+        ledger.submit_many("noop", [{}] * 400)
+        if _is_postgres(url):
+            analyze(url)
+        times = []
+        for _ in range(300):
+            begun = time.perf_counter()
+            lease = ledger.claim("bench", kinds=["noop"], lease_seconds=60)
+            times.append((time.perf_counter() - begun) * 1000)
+            assert lease is not None
+            ledger.complete(lease, None)
+    return {
+        "history_rows": history,
+        "claim_p50_ms": round(statistics.median(times), 3),
+        "claim_mean_ms": round(statistics.fmean(times), 3),
+    }
+
+
+def _add_history(url: str, rows: int) -> None:
+    """`rows` succeeded jobs with three events each, written directly (fast)."""
+    if _is_postgres(url):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                """
+                INSERT INTO tenure_jobs (id, kind, state, fencing_token, attempt, max_attempts,
+                    payload, payload_sha256, result, run_after, created_at, updated_at)
+                SELECT gen_random_uuid(), 'noop', 'succeeded', 1, 1, 5, '{}', 'x', 'null',
+                       now(), now(), now()
+                FROM generate_series(1, %(rows)s)
+                """,
+                {"rows": rows},
+            )
+            conn.execute(
+                """
+                INSERT INTO tenure_events (job_id, type, at, token, detail)
+                SELECT id, t, now(), 1, '{}' FROM tenure_jobs,
+                       unnest(ARRAY['job_submitted', 'job_claimed', 'job_succeeded']) AS t
+                WHERE state = 'succeeded'
+                """
+            )
+        return
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            """
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?),
+            clock(now) AS (SELECT CAST(strftime('%s', 'now') AS REAL))
+            INSERT INTO tenure_jobs (id, kind, state, fencing_token, attempt, max_attempts,
+                payload, payload_sha256, result, run_after, created_at, updated_at)
+            SELECT lower(hex(randomblob(16))), 'noop', 'succeeded', 1, 1, 5, '{}', 'x', 'null',
+                   clock.now, clock.now, clock.now
+            FROM n, clock
+            """,
+            (rows,),
+        )
+        conn.execute(
+            """
+            INSERT INTO tenure_events (job_id, type, at, token, detail)
+            SELECT tenure_jobs.id, t.value, CAST(strftime('%s', 'now') AS REAL), 1, '{}'
+            FROM tenure_jobs,
+                   json_each('["job_submitted","job_claimed","job_succeeded"]') AS t
+            WHERE state = 'succeeded'
+            """
+        )
+
+
+def failover(url: str, **_: Any) -> dict[str, Any]:
+    """SIGKILL of a worker process holding a job (lease 1 s) → another worker's handler."""
+    from bench.failover import measure
+
+    return measure(url, "short_class")
+
+
+def fairness(url: str, n: int, processes: int, **_: Any) -> dict[str, Any]:
+    """`processes` worker processes drain `n` no-op jobs from one database: each one's share."""
+    import signal
+    import tempfile
+    from collections import Counter
+    from pathlib import Path
+
+    from tenure.runtime.process import spawn_worker, wait_started
+
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(tempfile.mkdtemp())
+    procs = []
+    with tenure.connect(url) as ledger:
+        try:
+            for number in range(processes):
+                log = folder / f"worker-{number}.log"
+                proc = spawn_worker(
+                    "bench.failover_app:app",
+                    url,
+                    log,
+                    "--concurrency",
+                    "4",
+                    "--kinds",
+                    "tick",
+                    "--poll",
+                    "0.05",
+                    cwd=root,
+                    env={"PYTHONPATH": str(root)},
+                )
+                procs.append(proc)
+                wait_started(proc, log)
+            ids: list[str] = []
+            begun = time.perf_counter()
+            for start in range(0, n, BATCH):
+                ids += ledger.submit_many("tick", [{}] * min(BATCH, n - start))
+            wait_until(
+                lambda: ledger.counts(kind="tick")[tenure.JobState.SUCCEEDED] >= n,
+                300,
+                "fairness drain",
+            )
+            elapsed = time.perf_counter() - begun
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(60)
+        owners = Counter(ledger.get(job_id).owner_id for job_id in ids)  # type: ignore[union-attr]
+    shares = sorted(round(count / n, 3) for count in owners.values())
+    return {
+        "processes": processes,
+        "jobs": n,
+        "shares": shares,
+        "min_share": shares[0] if len(shares) == processes else 0.0,
+        "jobs_per_s": round(n / elapsed, 1),
+    }

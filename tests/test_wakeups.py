@@ -1,0 +1,134 @@
+"""Wake-ups instead of polling: PostgreSQL LISTEN/NOTIFY across processes (surviving a cut
+connection), and submits in the same process on SQLite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import tenure
+import tenure.runtime.worker as worker_module
+from tenure.proxy import TcpProxy, proxy_to
+from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
+from tests.support.waiting import poll
+
+# Polling this slowly, a job the worker finds within a few seconds was found by a wake-up.
+SLOW_POLL = 30.0
+
+
+@pytest.fixture
+def slow_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every idle wait of the claim loop lasts 15-30 s unless something wakes it."""
+    monkeypatch.setattr(worker_module, "_FIRST_IDLE_WAIT", SLOW_POLL)
+
+
+def submit_from_another_process(url: str, kind: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "tenure.cli", "submit", kind, "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.usefixtures("slow_polling")
+def test_a_submit_wakes_an_idle_worker(db_url: str, backend: str) -> None:
+    """An idle worker that would next poll in 15-30 s starts a new job within seconds:
+    PostgreSQL notifies it from another process, SQLite from a submit in its own process."""
+    app = tenure.App(db_url)
+    started = threading.Event()
+    seen: dict[str, float] = {}
+
+    @app.job("ping")
+    def ping(ctx: tenure.JobContext, payload: Any) -> None:
+        seen["at"] = time.monotonic()
+        started.set()
+
+    try:
+        with tenure.Worker(app, concurrency=2, poll_interval=SLOW_POLL) as worker:
+            poll(lambda: worker.claim_latency.count >= 1 or None, what="the first empty claim")
+            time.sleep(0.2)  # inside its long idle wait now
+            claims_before = worker.claim_latency.count
+            sent = time.monotonic()
+            if backend == "postgres":
+                job_id = submit_from_another_process(db_url, "ping")
+            else:
+                job_id = app.submit("ping", {})
+            assert started.wait(10), "the worker was not woken"
+            assert seen["at"] - sent < 5.0
+            assert worker.claim_latency.count - claims_before <= 2
+            poll(lambda: app.ledger.get(job_id).state is tenure.JobState.SUCCEEDED or None)
+    finally:
+        app.close()
+
+
+@pytest.fixture
+def proxied(postgres_server: PostgresServer) -> Iterator[tuple[TcpProxy, str, str]]:
+    schema = new_schema(postgres_server)
+    try:
+        with proxy_to(postgres_server.upstream()) as proxy:
+            yield (
+                proxy,
+                postgres_server.proxied_url(schema, proxy.port),
+                with_schema(postgres_server.url, schema),
+            )
+    finally:
+        drop_schema(postgres_server, schema)
+
+
+def test_listening_resumes_after_a_cut_connection(proxied: tuple[TcpProxy, str, str]) -> None:
+    """The listening connection is cut by a real proxy, then restored: notifications arrive
+    again (the listener reconnects by itself; workers poll meanwhile)."""
+    proxy, url, direct_url = proxied
+    heard: list[str] = []
+    listener_side = tenure.connect(url, timeout=1.0)
+    operator = tenure.connect(direct_url)
+    stop = listener_side.on_claimable(heard.append)
+    try:
+        operator.submit("before", {})
+        poll(lambda: "before" in heard or None, what="a notification before the cut")
+        proxy.cut()
+        time.sleep(1.5)
+        proxy.restore()
+
+        def heard_after() -> bool | None:
+            operator.submit("after", {})  # notifications sent while it was away are lost
+            return "after" in heard or None
+
+        poll(heard_after, timeout=20, what="a notification after the restore")
+    finally:
+        stop()
+        listener_side.close()
+        operator.close()
+
+
+def test_sqlite_wakes_only_its_own_file(tmp_path: Any) -> None:
+    """In-process wake-ups are per database file: a submit to another file wakes nobody."""
+    one = tenure.connect(f"sqlite:///{tmp_path / 'one.db'}")
+    other = tenure.connect(f"sqlite:///{tmp_path / 'other.db'}")
+    same_file = tenure.connect(f"sqlite:///{tmp_path / 'one.db'}")
+    heard: list[str] = []
+    stop = one.on_claimable(heard.append)
+    try:
+        other.submit("elsewhere", {})
+        other.submit_many("elsewhere", [{}, {}])
+        assert heard == []
+        same_file.submit("here", {})
+        same_file.submit_many("batch", [{}, {}])
+        assert heard == ["here", "batch"]
+    finally:
+        stop()
+        for ledger in (one, other, same_file):
+            ledger.close()
+    other_after = tenure.connect(f"sqlite:///{tmp_path / 'one.db'}")
+    other_after.submit("after_stop", {})
+    other_after.close()
+    assert heard == ["here", "batch"]
