@@ -140,3 +140,28 @@ def test_a_returned_handler_frees_its_slot_before_the_commit(
     with tenure.Worker(app, concurrency=1) as worker:
         poll(lambda: worker.stats.get("succeeded", 0) >= 30 or None, what="all done")
     assert [app.ledger.get(i).result for i in ids] == list(range(30))
+
+
+def test_complete_and_claim_is_one_write(ledger: tenure.Ledger) -> None:
+    """Results published and the next jobs taken in one call; a stale lease in the batch is
+    rejected alone, and the claim takes only queued jobs of the kinds asked for."""
+    first = ledger.submit_many("ocr", [{"n": n} for n in range(3)])
+    later = ledger.submit_many("ocr", [{"n": n} for n in range(3, 6)])
+    other = ledger.submit("mail", {})
+    held = ledger.claim_many("W", limit=3, kinds=["ocr"], lease_seconds=30)
+    assert [lease.job_id for lease in held] == first
+    ledger.cancel(first[2])  # its lease no longer holds
+    answers, leases = ledger.complete_and_claim(
+        [(held[0], 0), (held[1], 1), (held[2], 2)], "W", limit=5, kinds=["ocr"], lease_seconds=30
+    )
+    assert answers[first[0]] is None and answers[first[1]] is None
+    assert isinstance(answers[first[2]], tenure.LeaseLost)
+    assert [lease.job_id for lease in leases] == later
+    assert [ledger.get(i).state for i in first] == [
+        JobState.SUCCEEDED,
+        JobState.SUCCEEDED,
+        JobState.CANCELLED,
+    ]
+    assert ledger.get(other).state is JobState.QUEUED
+    with pytest.raises(tenure.InvalidArgument):
+        ledger.complete_and_claim([], "W", limit=0)

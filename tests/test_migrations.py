@@ -41,7 +41,7 @@ def test_named_queries_cover_the_store_methods() -> None:
     assert {q for q in sqlite if q.startswith("fence_")} == {
         q for q in postgres if q.startswith("fence_")
     }
-    assert {"claim", "extend_many"} <= postgres
+    assert {"exchange", "submit_many", "extend_many"} <= postgres
     assert {"claim_exhausted", "claim_candidates", "claim_take", "extend"} <= sqlite
 
 

@@ -291,6 +291,11 @@ class Ledger:
         limit = check_int(limit, "limit", 1)
         kind_list = _kinds(kinds)
         leases = self.store.claim(owner_id, kind_list, seconds, limit)
+        self._log_claims(leases, owner_id)
+        return leases
+
+    @staticmethod
+    def _log_claims(leases: Sequence[Lease], owner_id: str) -> None:
         for lease in leases:
             emit(
                 log,
@@ -302,7 +307,6 @@ class Ledger:
                 owner=owner_id,
                 lease_until=lease.lease_until,
             )
-        return leases
 
     def extend(self, lease: Lease, lease_seconds: float | None = None) -> datetime:
         """Renew the lease from the database's now; return the new lease end.
@@ -385,6 +389,45 @@ class Ledger:
         for that job alone (`LeaseLost`, `PayloadTooLarge`, …). Raises `OwnershipUnknown` for
         all of them when the database cannot be reached.
         """
+        return self._publish(
+            outcomes,
+            lambda leases, texts, details: (self.store.complete_many(leases, texts, details), []),
+        )[0]
+
+    def complete_and_claim(
+        self,
+        outcomes: Sequence[tuple[Lease, JSON]],
+        owner_id: str,
+        *,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+    ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
+        """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
+        finished and takes its next jobs in one round trip. Returns the answers per job (as
+        `complete_many`) and the new leases."""
+        owner_id = check_name(owner_id, "owner id")
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        limit = check_int(limit, "limit", 1)
+        kind_list = _kinds(kinds)
+        answers, leases = self._publish(
+            outcomes,
+            lambda done, texts, details: self.store.exchange(
+                done, texts, details, owner_id, kind_list, seconds, limit
+            ),
+        )
+        self._log_claims(leases, owner_id)
+        return answers, leases
+
+    def _publish(
+        self,
+        outcomes: Sequence[tuple[Lease, JSON]],
+        write: Callable[
+            [builtins.list[Lease], builtins.list[str], builtins.list[str]],
+            tuple[set[str], builtins.list[Lease]],
+        ],
+    ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
+        """Encode each result (refusing bad ones alone), write, and answer per job."""
         answers: dict[str, TenureError | None] = {}
         leases: builtins.list[Lease] = []
         texts: builtins.list[str] = []
@@ -400,10 +443,8 @@ class Ledger:
             texts.append(encoded.text)
             details.append(_detail(result_bytes=encoded.size, result_sha256=encoded.sha256))
             digests[lease.job_id] = encoded.sha256
-        if not leases:
-            return answers
         try:
-            done = self.store.complete_many(leases, texts, details)
+            done, claimed = write(leases, texts, details)
         except StoreUnavailable as exc:
             for lease in leases:
                 self._ownership_unknown(lease, "complete", exc)
@@ -420,7 +461,7 @@ class Ledger:
                 self._lost(lease, "complete", result_sha256=digests[lease.job_id])
             except TenureError as exc:
                 answers[lease.job_id] = exc
-        return answers
+        return answers, claimed
 
     def fail(
         self,

@@ -1,15 +1,21 @@
 """Group commit: the results of many handler threads go to the database in one statement.
 
 A handler thread hands its result over and waits. The committer thread takes everything that
-arrived while the previous statement ran and publishes it with one `complete_many`: under load
-each statement carries many jobs, and an idle worker adds no delay (nothing waits to fill a
-batch). Every job still gets its own answer: published, `LeaseLost`, or `OwnershipUnknown`.
+arrived while the previous statement ran and publishes it with one statement: under load each
+statement carries many jobs, and an idle worker adds no delay (nothing waits to fill a batch).
+Every job still gets its own answer: published, `LeaseLost`, or `OwnershipUnknown`.
+
+When the worker has free slots, the same statement also claims its next jobs
+(`Ledger.complete_and_claim`): a busy worker then makes one round trip per batch, not two.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from tenure.errors import OwnershipUnknown, TenureError
 from tenure.ledger import Ledger
@@ -17,8 +23,24 @@ from tenure.types import JSON, Lease
 
 # Results per statement: bounds the statement's size, not the wait.
 _MAX_BATCH = 500
-# Statements at once: while one commits (its fsync), the next batch is already on its way.
-_STATEMENTS_IN_FLIGHT = 1
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """Slots a claim may fill (already reserved), and for which kinds and lease."""
+
+    owner_id: str
+    kinds: Sequence[str]
+    lease_seconds: float
+    limit: int
+
+
+class Claimer(Protocol):
+    """The worker's side: reserve free slots for a claim, then start what it returned."""
+
+    def reserve_claim(self) -> ClaimSpec | None: ...
+
+    def claimed(self, spec: ClaimSpec, leases: list[Lease], sent_at: float) -> None: ...
 
 
 class _Pending:
@@ -34,21 +56,24 @@ class _Pending:
 class Committer:
     """`complete(lease, result)` from any thread; one statement per batch on its own thread."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, claimer: Claimer | None = None) -> None:
         self._ledger = ledger
+        self._claimer = claimer
         self._pending: list[_Pending] = []
         self._cond = threading.Condition()
         self._stopping = False
-        self._threads = [
-            threading.Thread(target=self._run, name=f"tenure-commit-{n}", daemon=True)
-            for n in range(_STATEMENTS_IN_FLIGHT)
-        ]
+        self._in_flight = False
+        self._thread = threading.Thread(target=self._run, name="tenure-commit", daemon=True)
         self.batches = 0
 
     def start(self) -> None:
-        """Start the committer threads."""
-        for thread in self._threads:
-            thread.start()
+        """Start the committer thread."""
+        self._thread.start()
+
+    @property
+    def claims_soon(self) -> bool:
+        """True while results wait or a statement runs: the next statement will claim too."""
+        return self._claimer is not None and (self._in_flight or bool(self._pending))
 
     def complete(self, lease: Lease, result: JSON) -> None:
         """Publish `result` for `lease`, raising what `Ledger.complete` would raise."""
@@ -69,10 +94,9 @@ class Committer:
         """Publish what is waiting, then stop; later completes write directly."""
         with self._cond:
             self._stopping = True
-            self._cond.notify_all()
-        for thread in self._threads:
-            if thread.is_alive():
-                thread.join()
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _run(self) -> None:
         while True:
@@ -83,14 +107,29 @@ class Committer:
                     return
                 batch = self._pending[:_MAX_BATCH]
                 del self._pending[:_MAX_BATCH]
-            self._publish(batch)
+                self._in_flight = True
+            try:
+                self._publish(batch)
+            finally:
+                self._in_flight = False
 
     def _publish(self, batch: list[_Pending]) -> None:
         self.batches += 1
+        outcomes = [(item.lease, item.result) for item in batch]
+        spec = None if self._claimer is None or self._stopping else self._claimer.reserve_claim()
+        leases: list[Lease] = []
+        sent_at = time.monotonic()
         try:
-            answers: dict[str, Any] = self._ledger.complete_many(
-                [(item.lease, item.result) for item in batch]
-            )
+            if spec is None:
+                answers = self._ledger.complete_many(outcomes)
+            else:
+                answers, leases = self._ledger.complete_and_claim(
+                    outcomes,
+                    spec.owner_id,
+                    limit=spec.limit,
+                    kinds=spec.kinds,
+                    lease_seconds=spec.lease_seconds,
+                )
         except OwnershipUnknown as exc:
             for item in batch:
                 # One exception object per waiting thread: each raises and extends its own.
@@ -102,6 +141,9 @@ class Committer:
                 item.error = exc if isinstance(exc, TenureError) else TenureError(repr(exc))
                 item.done.set()
             return
+        finally:
+            if spec is not None and self._claimer is not None:
+                self._claimer.claimed(spec, leases, sent_at)
         for item in batch:
             item.error = answers.get(item.lease.job_id)
             item.done.set()

@@ -29,7 +29,7 @@ from tenure.errors import (
 )
 from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
-from tenure.runtime.committer import Committer
+from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
@@ -95,6 +95,7 @@ class Worker:
         self._runs: dict[str, JobRun] = {}
         self.claim_latency = LatencyHistogram()
         self._runs_lock = threading.Lock()
+        self._reserved = 0  # slots promised to a claim in flight
         self._slot_freed = threading.Event()
         self._wake = threading.Event()
         self._kind_set = frozenset(self.kinds)
@@ -130,7 +131,9 @@ class Worker:
             on_crash=self._crash,
         )
         self._keeper.start()
-        self._committer = Committer(self.ledger)
+        # With one lease length among its kinds, the committer's statements claim as well.
+        groups = self._lease_groups()
+        self._committer = Committer(self.ledger, self if len(groups) == 1 else None)
         self._committer.start()
         self._stop_listening = self.ledger.on_claimable(self._on_claimable)
         if any(self.app.job_classes[k].is_async for k in self.kinds):
@@ -243,10 +246,47 @@ class Worker:
     def _free_slots(self) -> int:
         """Slots for new claims. A run whose handler returned is only waiting for its result
         to be committed: it holds no handler slot, but at most `concurrency` such runs wait,
-        so a slow database slows claiming down."""
+        so a slow database slows claiming down. Slots reserved by a claim in flight count."""
         with self._runs_lock:
-            handlers = sum(1 for run in self._runs.values() if not run.handler_returned)
-            return min(self.concurrency - handlers, 2 * self.concurrency - len(self._runs))
+            return self._free_slots_locked()
+
+    def _free_slots_locked(self) -> int:
+        handlers = sum(1 for run in self._runs.values() if not run.handler_returned)
+        free = min(self.concurrency - handlers, 2 * self.concurrency - len(self._runs))
+        return free - self._reserved
+
+    def _reserve(self, wanted: int) -> int:
+        """Reserve up to `wanted` free slots for a claim; return how many."""
+        with self._runs_lock:
+            granted = max(0, min(wanted, self._free_slots_locked()))
+            self._reserved += granted
+            return granted
+
+    def _unreserve(self, count: int) -> None:
+        with self._runs_lock:
+            self._reserved -= count
+
+    # -- the committer's claims (Claimer) ---------------------------------------------------
+
+    def reserve_claim(self) -> ClaimSpec | None:
+        """Free slots for the committer's next statement to fill, if any."""
+        if self._stopping.is_set():
+            return None
+        granted = self._reserve(self.concurrency)
+        if not granted:
+            return None
+        lease_seconds, kinds = self._lease_groups()[0]
+        return ClaimSpec(self.worker_id, kinds, lease_seconds, granted)
+
+    def claimed(self, spec: ClaimSpec, leases: list[Lease], sent_at: float) -> None:
+        """Start what the committer's statement claimed; free the rest of the reservation."""
+        if leases:
+            self.claim_latency.observe(time.monotonic() - sent_at)
+        for lease in leases:
+            self._start(lease, sent_at)
+        self._unreserve(spec.limit)
+        if len(leases) < spec.limit:
+            self._slot_freed.set()
 
     def _crash(self, exc: BaseException) -> None:
         self._fatal = exc
@@ -268,6 +308,12 @@ class Worker:
                 free = self._free_slots()
                 if free <= 0:
                     self._slot_freed.wait(self.poll_interval)
+                    self._slot_freed.clear()
+                    continue
+                committer = self._committer
+                if committer is not None and committer.claims_soon:
+                    # Results are on their way: the committer's statement claims with them.
+                    self._slot_freed.wait(_GATHER_WAIT)
                     self._slot_freed.clear()
                     continue
                 if free < gather and idle_wait == _FIRST_IDLE_WAIT:
@@ -320,15 +366,19 @@ class Worker:
     def _claim(self, groups: list[tuple[float, list[str]]], free: int) -> int:
         claimed = 0
         for lease_seconds, kinds in groups:
-            if claimed >= free:
+            granted = self._reserve(free - claimed)
+            if not granted:
                 break
-            sent_at = time.monotonic()
-            leases = self._ledger().claim_many(
-                self.worker_id, limit=free - claimed, kinds=kinds, lease_seconds=lease_seconds
-            )
-            self.claim_latency.observe(time.monotonic() - sent_at)
-            for lease in leases:
-                self._start(lease, sent_at)
+            try:
+                sent_at = time.monotonic()
+                leases = self._ledger().claim_many(
+                    self.worker_id, limit=granted, kinds=kinds, lease_seconds=lease_seconds
+                )
+                self.claim_latency.observe(time.monotonic() - sent_at)
+                for lease in leases:
+                    self._start(lease, sent_at)
+            finally:
+                self._unreserve(granted)
             claimed += len(leases)
         return claimed
 

@@ -176,6 +176,19 @@ class Store(Protocol):
         """`complete` for many jobs in one write; return the ids whose lease still held."""
         ...
 
+    def exchange(
+        self,
+        leases: Sequence[Lease],
+        results_json: Sequence[str],
+        details_json: Sequence[str],
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+    ) -> tuple[set[str], list[Lease]]:
+        """`complete_many`, then `claim`, atomically: (completed ids, new leases)."""
+        ...
+
     def fail(
         self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
     ) -> JobState | None:

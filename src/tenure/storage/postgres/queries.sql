@@ -1,7 +1,11 @@
 -- Named queries of the PostgreSQL store, one block per store method (`-- name: NAME`).
 -- Every statement reads the clock once, from `clock` (clock_timestamp(), not now(): now() is the
--- start of the transaction). Lease-guarded writes say state, owner_id, fencing_token and
--- lease_until > clock.now in their WHERE; the store turns zero rows into LeaseLost.
+-- start of the transaction). Where a lease end is compared on an index, the comparison reads
+-- `(SELECT now FROM clock)`: a value known before the scan bounds the index range (a join
+-- with `clock` would filter every running row instead). Batched writes also say
+-- `id = ANY (ids)`, so that they find their rows by primary key whatever the statistics say.
+-- Lease-guarded writes say state, owner_id, fencing_token and lease_until > clock.now in their
+-- WHERE; the store turns zero rows into LeaseLost.
 
 -- name: now
 SELECT clock_timestamp() AS now;
@@ -64,11 +68,33 @@ SELECT id::text AS id, kind, payload_sha256
 FROM tenure_jobs
 WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
 
--- name: claim
+-- name: exchange
+-- One statement publishes a batch of results (each guarded by its lease, like `complete`) and
+-- claims the next jobs: a busy worker pays one round trip and one commit for both. A plain
+-- claim passes no results; a plain batch of completes claims nothing (no kinds, limit 0).
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+given AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(owner_ids)s::text[], %(tokens)s::bigint[],
+                         %(results)s::jsonb[], %(details)s::jsonb[])
+        AS g (job_id, owner_id, token, result, detail)
+),
+done AS (
+    UPDATE tenure_jobs j
+    SET state = 'succeeded', result = given.result, lease_until = NULL, updated_at = clock.now
+    FROM given, clock
+    WHERE j.id = ANY (%(job_ids)s::uuid[]) AND j.id = given.job_id AND j.state = 'running'
+      AND j.owner_id = given.owner_id AND j.fencing_token = given.token
+      AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at, given.token, given.owner_id, given.detail
+),
+done_logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_succeeded', at, token, owner_id, detail FROM done
+),
 exhausted AS (
     SELECT j.id FROM tenure_jobs j, clock
-    WHERE j.state = 'running' AND j.lease_until <= clock.now AND j.attempt >= j.max_attempts
+    WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+      AND j.attempt >= j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
     FOR UPDATE OF j SKIP LOCKED
 ),
@@ -86,7 +112,8 @@ expired_out AS (
 expired_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
     FROM tenure_jobs j, clock
-    WHERE j.state = 'running' AND j.lease_until <= clock.now AND j.attempt < j.max_attempts
+    WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+      AND j.attempt < j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
     ORDER BY j.lease_until
     LIMIT %(limit)s
@@ -142,10 +169,14 @@ logged AS (
     ) AS pending
     ORDER BY ord, job_id
 )
-SELECT id::text AS id, kind, tenant, fencing_token, attempt, max_attempts, payload, step,
-       checkpoint, lease_until, claimed_at
+SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
+       max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq
 FROM claimed
-ORDER BY priority DESC, seq;
+UNION ALL
+SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL
+FROM done
+ORDER BY outcome, priority DESC, seq;
 
 -- name: extend_many
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -156,8 +187,9 @@ held AS (
 UPDATE tenure_jobs j
 SET lease_until = clock.now + make_interval(secs => held.seconds), heartbeat_at = clock.now
 FROM held, clock
-WHERE j.id = held.job_id AND j.state = 'running' AND j.owner_id = held.owner_id
-  AND j.fencing_token = held.token AND j.lease_until > clock.now
+WHERE j.id = ANY (%(job_ids)s::uuid[]) AND j.id = held.job_id AND j.state = 'running'
+  AND j.owner_id = held.owner_id AND j.fencing_token = held.token
+  AND j.lease_until > clock.now
 RETURNING j.id::text AS id, j.lease_until;
 
 -- name: save_step
@@ -190,27 +222,6 @@ done AS (
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT id, 'job_succeeded', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM done
-)
-SELECT id::text AS id FROM done;
-
--- name: complete_many
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
-given AS (
-    SELECT * FROM unnest(%(job_ids)s::uuid[], %(owner_ids)s::text[], %(tokens)s::bigint[],
-                         %(results)s::jsonb[], %(details)s::jsonb[])
-        AS g (job_id, owner_id, token, result, detail)
-),
-done AS (
-    UPDATE tenure_jobs j
-    SET state = 'succeeded', result = given.result, lease_until = NULL, updated_at = clock.now
-    FROM given, clock
-    WHERE j.id = given.job_id AND j.state = 'running' AND j.owner_id = given.owner_id
-      AND j.fencing_token = given.token AND j.lease_until > clock.now
-    RETURNING j.id, clock.now AS at, given.token, given.owner_id, given.detail
-),
-logged AS (
-    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
-    SELECT id, 'job_succeeded', at, token, owner_id, detail FROM done
 )
 SELECT id::text AS id FROM done;
 

@@ -258,16 +258,40 @@ class PostgresStore:
         self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
     ) -> list[Lease]:
         """One statement: settle expired leases, lock candidates SKIP LOCKED, take them."""
+        return self.exchange([], [], [], owner_id, kinds, lease_seconds, limit)[1]
+
+    def exchange(
+        self,
+        leases: Sequence[Lease],
+        results_json: Sequence[str],
+        details_json: Sequence[str],
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+    ) -> tuple[set[str], list[Lease]]:
+        """`complete_many` and `claim` in one statement."""
         rows = self._fetch(
-            "claim",
+            "exchange",
             {
+                "job_ids": [lease.job_id for lease in leases],
+                "owner_ids": [lease.owner_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "results": list(results_json),
+                "details": list(details_json),
                 "owner_id": owner_id,
                 "kinds": None if kinds is None else list(kinds),
                 "lease_seconds": lease_seconds,
                 "limit": limit,
             },
         )
-        return [lease_from_row(row, owner_id, lease_seconds, DECODE) for row in rows]
+        done = {row["id"] for row in rows if row["outcome"] == "completed"}
+        claimed = [
+            lease_from_row(row, owner_id, lease_seconds, DECODE)
+            for row in rows
+            if row["outcome"] == "claimed"
+        ]
+        return done, claimed
 
     def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
         """One UPDATE over unnest() renews every lease still held."""
@@ -308,17 +332,8 @@ class PostgresStore:
         """Succeed every job whose lease holds, in one statement; return their ids."""
         if not leases:
             return set()
-        rows = self._fetch(
-            "complete_many",
-            {
-                "job_ids": [lease.job_id for lease in leases],
-                "owner_ids": [lease.owner_id for lease in leases],
-                "tokens": [lease.token for lease in leases],
-                "results": list(results_json),
-                "details": list(details_json),
-            },
-        )
-        return {row["id"] for row in rows}
+        owner = leases[0].owner_id
+        return self.exchange(leases, results_json, details_json, owner, [], 1.0, 0)[0]
 
     def fail(
         self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str

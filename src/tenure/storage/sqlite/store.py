@@ -289,62 +289,89 @@ class SqliteStore:
         self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
     ) -> list[Lease]:
         """Settle expired leases, then take up to `limit` jobs, in one IMMEDIATE transaction."""
+        with self._write() as (conn, now):
+            return self._claim_in(conn, now, owner_id, kinds, lease_seconds, limit)
+
+    def exchange(
+        self,
+        leases: Sequence[Lease],
+        results_json: Sequence[str],
+        details_json: Sequence[str],
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+    ) -> tuple[set[str], list[Lease]]:
+        """`complete_many` and `claim` in one transaction."""
+        with self._write() as (conn, now):
+            done = self._complete_in(conn, now, leases, results_json, details_json)
+            claimed = self._claim_in(conn, now, owner_id, kinds, lease_seconds, limit)
+        return done, claimed
+
+    def _claim_in(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+    ) -> list[Lease]:
         kinds_json = None if kinds is None else json.dumps(list(kinds))
         leases: list[Lease] = []
-        with self._write() as (conn, now):
-            params = {"now": now, "kinds": kinds_json}
-            for row in conn.execute(Q["claim_exhausted"], params).fetchall():
-                token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
-                self._event(
-                    conn,
-                    now,
-                    row["id"],
-                    "lease_expired",
-                    token,
-                    owner,
-                    {"attempt": attempt, "then": "failed"},
-                )
-                self._event(
-                    conn,
-                    now,
-                    row["id"],
-                    "job_failed",
-                    token,
-                    owner,
-                    {"code": "lease_expired", "attempt": attempt},
-                )
-            candidates = conn.execute(Q["claim_candidates"], {**params, "limit": limit}).fetchall()
-            for candidate in candidates:
-                row = conn.execute(
-                    Q["claim_take"],
-                    {
-                        "id": candidate["id"],
-                        "owner_id": owner_id,
-                        "now": now,
-                        "lease_seconds": lease_seconds,
-                    },
-                ).fetchone()
-                lease = lease_from_row(row, owner_id, lease_seconds, DECODE)
-                if candidate["state"] == JobState.RUNNING:
-                    self._event(
-                        conn,
-                        now,
-                        lease.job_id,
-                        "lease_expired",
-                        lease.token - 1,
-                        candidate["owner_id"],
-                        {"attempt": lease.attempt - 1, "then": "reclaimed"},
-                    )
+        params = {"now": now, "kinds": kinds_json}
+        for row in conn.execute(Q["claim_exhausted"], params).fetchall():
+            token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
+            self._event(
+                conn,
+                now,
+                row["id"],
+                "lease_expired",
+                token,
+                owner,
+                {"attempt": attempt, "then": "failed"},
+            )
+            self._event(
+                conn,
+                now,
+                row["id"],
+                "job_failed",
+                token,
+                owner,
+                {"code": "lease_expired", "attempt": attempt},
+            )
+        candidates = conn.execute(Q["claim_candidates"], {**params, "limit": limit}).fetchall()
+        for candidate in candidates:
+            row = conn.execute(
+                Q["claim_take"],
+                {
+                    "id": candidate["id"],
+                    "owner_id": owner_id,
+                    "now": now,
+                    "lease_seconds": lease_seconds,
+                },
+            ).fetchone()
+            lease = lease_from_row(row, owner_id, lease_seconds, DECODE)
+            if candidate["state"] == JobState.RUNNING:
                 self._event(
                     conn,
                     now,
                     lease.job_id,
-                    "job_claimed",
-                    lease.token,
-                    owner_id,
-                    {"attempt": lease.attempt, "lease_until": lease.lease_until.isoformat()},
+                    "lease_expired",
+                    lease.token - 1,
+                    candidate["owner_id"],
+                    {"attempt": lease.attempt - 1, "then": "reclaimed"},
                 )
-                leases.append(lease)
+            self._event(
+                conn,
+                now,
+                lease.job_id,
+                "job_claimed",
+                lease.token,
+                owner_id,
+                {"attempt": lease.attempt, "lease_until": lease.lease_until.isoformat()},
+            )
+            leases.append(lease)
         return leases
 
     def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
@@ -407,34 +434,42 @@ class SqliteStore:
         self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
     ) -> set[str]:
         """Succeed every job whose lease holds, in one transaction; return their ids."""
-        done: set[str] = set()
         if not leases:
-            return done
+            return set()
         with self._write() as (conn, now):
-            for lease, result_json, detail_json in zip(
-                leases, results_json, details_json, strict=True
-            ):
-                row = conn.execute(
-                    Q["complete"],
-                    {
-                        "job_id": lease.job_id,
-                        "owner_id": lease.owner_id,
-                        "token": lease.token,
-                        "now": now,
-                        "result": result_json,
-                    },
-                ).fetchone()
-                if row is not None:
-                    self._event(
-                        conn,
-                        now,
-                        lease.job_id,
-                        "job_succeeded",
-                        lease.token,
-                        lease.owner_id,
-                        detail_json,
-                    )
-                    done.add(lease.job_id)
+            return self._complete_in(conn, now, leases, results_json, details_json)
+
+    def _complete_in(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        leases: Sequence[Lease],
+        results_json: Sequence[str],
+        details_json: Sequence[str],
+    ) -> set[str]:
+        done: set[str] = set()
+        for lease, result_json, detail_json in zip(leases, results_json, details_json, strict=True):
+            row = conn.execute(
+                Q["complete"],
+                {
+                    "job_id": lease.job_id,
+                    "owner_id": lease.owner_id,
+                    "token": lease.token,
+                    "now": now,
+                    "result": result_json,
+                },
+            ).fetchone()
+            if row is not None:
+                self._event(
+                    conn,
+                    now,
+                    lease.job_id,
+                    "job_succeeded",
+                    lease.token,
+                    lease.owner_id,
+                    detail_json,
+                )
+                done.add(lease.job_id)
         return done
 
     def fail(
