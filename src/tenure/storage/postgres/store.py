@@ -6,6 +6,7 @@ an autocommit connection from a psycopg_pool pool: one round trip per operation.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -275,10 +276,7 @@ class PostgresStore:
             "exchange",
             {
                 "job_ids": [lease.job_id for lease in leases],
-                "owner_ids": [lease.owner_id for lease in leases],
-                "tokens": [lease.token for lease in leases],
-                "results": list(results_json),
-                "details": list(details_json),
+                "given": _results_map(leases, results_json, details_json),
                 "owner_id": owner_id,
                 "kinds": None if kinds is None else list(kinds),
                 "lease_seconds": lease_seconds,
@@ -297,14 +295,13 @@ class PostgresStore:
         """One UPDATE over unnest() renews every lease still held."""
         if not leases:
             return {}
+        held = {
+            lease.job_id: [lease.owner_id, lease.token, float(s)]
+            for lease, s in zip(leases, seconds, strict=True)
+        }
         rows = self._fetch(
             "extend_many",
-            {
-                "job_ids": [lease.job_id for lease in leases],
-                "owner_ids": [lease.owner_id for lease in leases],
-                "tokens": [lease.token for lease in leases],
-                "seconds": [float(s) for s in seconds],
-            },
+            {"job_ids": list(held), "held": json.dumps(held, separators=(",", ":"))},
         )
         return {row["id"]: read_time(row["lease_until"]) for row in rows}
 
@@ -538,6 +535,19 @@ class PostgresFenceTx:
     def raise_highest(self, scope: str, fence: int) -> None:
         """highest := max(highest, fence)."""
         self._conn.execute(Q["fence_raise"], {"scope": scope, "fence": fence})
+
+
+def _results_map(
+    leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
+) -> str:
+    """{"<job id>": {"o": owner, "t": token, "r": result, "d": detail}} as JSON text; the
+    result and detail texts are canonical JSON already and go in as they are."""
+    entries = (
+        f'"{lease.job_id}":{{"o":{json.dumps(lease.owner_id)},"t":{lease.token},'
+        f'"r":{result},"d":{detail}}}'
+        for lease, result, detail in zip(leases, results_json, details_json, strict=True)
+    )
+    return "{" + ",".join(entries) + "}"
 
 
 def _sever_connection(conn: object) -> None:
