@@ -19,6 +19,7 @@ ROWS: list[tuple[str, str, str, str, bool]] = [
     ("claim_10k", "claim, 10k finished rows", "claim_p50_ms", "ms", False),
     ("claim_1m", "claim, large history", "claim_p50_ms", "ms", False),
     ("fairness", "smallest share of 3 worker processes", "min_share", "of jobs", True),
+    ("sql_limit", "SQL-only claim+complete ceiling", "jobs_per_s", "jobs/s", True),
 ]
 
 
@@ -99,7 +100,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(
         (count + columns - 1) // columns, columns, figsize=(15, 3.6 * ((count + 2) // 3))
     )
-    colours = ["#1f6f8b", "#5aa9c8", "#c77d3a", "#8a5a9e"]
+    colours = ["#1f6f8b", "#5aa9c8", "#c77d3a", "#8a5a9e", "#9a9a9a", "#c4c4c4"]
     for axis, (measure, label, key, unit, higher) in zip(axes.flat, rows, strict=False):
         names, heights, shades = [], [], []
         for index, system in enumerate(systems):
@@ -124,3 +125,87 @@ def chart(report: dict[str, Any], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def _figure(report: dict[str, Any], measure: str, system: str, key: str) -> float | None:
+    value = _value(report, measure, system, key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def targets(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 7's targets against this run: (target, what was measured, met / missed)."""
+    rows: list[tuple[str, str, str]] = []
+
+    def check(name: str, value: float | None, limit: float, text: str, at_least: bool) -> None:
+        if value is None:
+            rows.append((name, "not measured in this run", ""))
+            return
+        met = value >= limit if at_least else value <= limit
+        rows.append((name, text, "met" if met else "missed"))
+
+    pg = _figure(report, "drain", TENURE, "jobs_per_s")
+    peer = _figure(report, "drain", "PgQueuer", "jobs_per_s")
+    if pg and peer:
+        check("drain (PostgreSQL) ≥ PgQueuer's", pg / peer, 1.0, f"ratio {pg / peer:.2f}", True)
+    raw_pg = _figure(report, "sql_limit", "SQL only (PostgreSQL)", "jobs_per_s")
+    if pg and raw_pg:
+        share = pg / raw_pg
+        check("drain (PostgreSQL) ≥ 40% of SQL only", share, 0.4, f"{share:.0%}", True)
+    lite = _figure(report, "drain", "tenure (SQLite)", "jobs_per_s")
+    raw_lite = _figure(report, "sql_limit", "SQL only (SQLite)", "jobs_per_s")
+    if lite and raw_lite:
+        share = lite / raw_lite
+        check("drain (SQLite, FULL) ≥ 50% of SQL only", share, 0.5, f"{share:.0%}", True)
+    p50 = _figure(report, "latency", TENURE, "p50_ms")
+    peers = [_figure(report, "latency", name, "p50_ms") for name in PEERS]
+    check("idle latency p50 (PostgreSQL) ≤ 2 ms", p50, 2.0, f"{p50} ms", False)
+    known = [value for value in peers if value is not None]
+    if p50 is not None and known:
+        check(
+            "idle latency p50 below both peers",
+            p50,
+            min(known) - 1e-9,
+            f"{p50} vs {min(known)} ms",
+            False,
+        )
+    beats = _figure(report, "heartbeats", TENURE, "renewal_statements_per_s")
+    leases = report["results"].get("heartbeats", {}).get(TENURE, {}).get("leases")
+    check(
+        f"renewals for {leases or '?'} leases ≈ workers / interval (1 / 5 s)",
+        beats,
+        0.25,
+        f"{beats} statements/s",
+        False,
+    )
+    small = _figure(report, "claim_10k", TENURE, "claim_p50_ms")
+    large = _figure(report, "claim_1m", TENURE, "claim_p50_ms")
+    if small and large:
+        check(
+            "claim, large history ≤ 1.2x of 10k",
+            large / small,
+            1.2,
+            f"{large / small:.2f}x",
+            False,
+        )
+    for system in (TENURE, "tenure (SQLite)"):
+        figures = report["results"].get("failover", {}).get(system, {})
+        if "kill_to_handler_s" in figures:
+            limit = figures["lease_s"] + 1.0
+            check(
+                f"failover ({system.split('(')[1][:-1]}) ≤ lease + 1 s",
+                figures["kill_to_handler_s"],
+                limit,
+                f"{figures['kill_to_handler_s']} s (lease {figures['lease_s']:g} s)",
+                False,
+            )
+    share = _figure(report, "fairness", "tenure (SQLite)", "min_share")
+    check(
+        "SQLite: each of 3 processes a fair share (≥ 25%)", share, 0.25, f"smallest {share}", True
+    )
+    return rows
+
+
+def targets_table(report: dict[str, Any]) -> str:
+    lines = ["| target | this run | |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {text} | {verdict} |" for name, text, verdict in targets(report)]
+    return "\n".join(lines)

@@ -45,6 +45,17 @@ def operations() -> list[Op]:
     def extend_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         ledger.extend_many(ctx["ten"])
 
+    def submit_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.submit_many("k", [{"n": n} for n in range(10)])
+
+    def complete_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.complete_many([(lease, {"r": 1}) for lease in ctx["ten"]])
+
+    def complete_and_claim_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.complete_and_claim(
+            [(lease, {"r": 1}) for lease in ctx["ten"]], "w", limit=10, lease_seconds=60
+        )
+
     def save_step(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         ledger.save_step(ctx["lease"], 1, {"c": 1})
 
@@ -77,6 +88,9 @@ def operations() -> list[Op]:
         ("claim (nothing due)", claim_empty),
         ("extend", extend),
         ("extend_many (10 leases)", extend_many_10),
+        ("submit_many (10 jobs)", submit_many_10),
+        ("complete_many (10 leases)", complete_many_10),
+        ("complete_and_claim (10 + 10)", complete_and_claim_10),
         ("save_step", save_step),
         ("complete", complete),
         ("complete (stale: rejected)", complete_stale),
@@ -185,7 +199,11 @@ def _prepare(ledger: tenure.Ledger, label: str, ctx: dict[str, Any]) -> None:
         ctx["lease"] = ledger.claim("w", lease_seconds=60)
         if label == "complete (stale: rejected)":
             ledger.cancel(ctx["lease"].job_id)
-    if label == "extend_many (10 leases)":
+    if label in {
+        "extend_many (10 leases)",
+        "complete_many (10 leases)",
+        "complete_and_claim (10 + 10)",
+    }:
         for _ in range(10):
             ledger.submit("k", {"p": time.monotonic_ns()})
         ctx["ten"] = ledger.claim_many("w", limit=10, lease_seconds=60)

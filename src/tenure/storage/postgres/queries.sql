@@ -22,7 +22,7 @@ inserted AS (
            COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
            %(priority)s, clock.now, clock.now
     FROM clock
-    ON CONFLICT (tenant, idempotency_key) DO NOTHING
+    ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
 ),
 logged AS (

@@ -1,0 +1,4 @@
+-- tenure schema, version 4 (SQLite): nothing to change. PostgreSQL's version 4 makes the
+-- idempotency-key index partial because each of its updates writes a new row version into
+-- every index; SQLite updates rows in place and leaves an index alone when its columns do not
+-- change. The number is kept in lockstep with PostgreSQL's.
