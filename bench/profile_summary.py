@@ -1,7 +1,7 @@
 """Summarise a py-spy profile of the drain: where each thread spends its time.
 
-    py-spy record --idle --threads -r 500 -f raw -o drain.txt -- \\
-        python -m bench.systems tenure drain '{"url": "postgresql://…/db", "n": 20000, "concurrency": 32}'
+    py-spy record --idle --threads -r 500 -f raw -o drain.txt -- python -m bench.systems \\
+        tenure drain '{"url": "postgresql://…/db", "n": 20000, "concurrency": 32}'
     python bench/profile_summary.py drain.txt
 
 `--idle` keeps samples of threads that wait (on the database, a lock, a queue): for a job
