@@ -21,7 +21,7 @@ from tenure.errors import TenureError
 from tenure.ledger import Ledger, connect
 from tenure.logs import configure_json_logging
 from tenure.runtime.worker import Worker
-from tenure.types import Event, Job, JobState
+from tenure.types import Event, Job, JobState, PurgeReport
 
 DEFAULT_DB = "sqlite:///tenure.db"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -170,6 +170,43 @@ def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:
 def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:
     ledger.requeue(args.id)
     return _report_state(ledger, args)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> float:
+    """`30d`, `12h`, `90m`, `45s`, `2w` or plain seconds → seconds."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise UsageError(f"expected an age like 30d, 12h, 90m or 45s, got {text!r}") from None
+    if not 0 <= seconds < float("inf"):
+        raise UsageError(f"an age must be zero or more, got {text!r}")
+    return seconds
+
+
+def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
+    older_than = parse_age(args.older_than)
+    keep_keys = parse_age(args.keep_keys)
+
+    def progress(report: PurgeReport) -> None:
+        if report.batches % 10 == 0:
+            print(f"purging: {report.jobs} jobs so far…", file=sys.stderr, flush=True)
+
+    report = ledger.purge(older_than, keep_keys=keep_keys, batch_size=args.batch, on_batch=progress)
+    if args.json:
+        _print_json(asdict(report))
+    else:
+        print(
+            f"purged {report.jobs} jobs, {report.events} events, {report.stages} stages, "
+            f"{report.effects} effects in {report.batches} batches; kept "
+            f"{report.kept_for_keys} for their idempotency keys"
+        )
+    return EXIT_OK
 
 
 def load_app(target: str) -> App:
@@ -399,6 +436,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
     add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    p = add("purge", cmd_purge, "delete old terminal jobs with their events, stages, effects")
+    p.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
+    p.add_argument(
+        "--keep-keys",
+        default="7d",
+        metavar="AGE",
+        help="keep jobs with an idempotency key at least this long (default 7d)",
+    )
+    p.add_argument("--batch", type=int, default=1000, help="jobs looked at per transaction")
     _add_tenant_commands(sub)
     _add_process_commands(sub)
     return parser

@@ -31,7 +31,17 @@ from tenure.errors import (
 from tenure.logs import emit
 from tenure.storage import NewJob, Store, open_store
 from tenure.storage.base import EventTotals, QueueFigure, TenantRecord
-from tenure.types import JSON, Event, ExtendResult, Job, JobState, Lease, Stage, StageKind
+from tenure.types import (
+    JSON,
+    Event,
+    ExtendResult,
+    Job,
+    JobState,
+    Lease,
+    PurgeReport,
+    Stage,
+    StageKind,
+)
 from tenure.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_int,
@@ -48,12 +58,25 @@ DEFAULT_MAX_ATTEMPTS = 5
 MAX_LIST_LIMIT = 1000
 # Jobs per submit_many call: one statement's parameters stay a few megabytes at most.
 MAX_BATCH = 10_000
+# A purged job with an idempotency key is kept at least this long (seconds): a repeated
+# submit within the window still finds it.
+DEFAULT_KEY_RETENTION = 7 * 86400.0
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff with equal jitter: between half and all of min(cap, base·2^(n-1))."""
     ceiling = min(cap, base * 2 ** max(0, attempt - 1))
     return float(ceiling * random.uniform(0.5, 1.0))
+
+
+def _seconds_of(value: timedelta | float, what: str) -> float:
+    """A non-negative age in seconds, from seconds or a timedelta."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise InvalidArgument(f"{what} must be seconds or a timedelta, got {value!r}")
+    if not 0 <= seconds < float("inf"):
+        raise InvalidArgument(f"{what} must be zero or more seconds, got {value!r}")
+    return float(seconds)
 
 
 def _detail(**fields: Any) -> str:
@@ -251,6 +274,52 @@ class Ledger:
         self.store.submit_many(jobs)
         emit(log, logging.INFO, "jobs_submitted", kind=kind, count=len(jobs))
         return [job.id for job in jobs]
+
+    def purge(
+        self,
+        older_than: timedelta | float,
+        *,
+        keep_keys: timedelta | float = DEFAULT_KEY_RETENTION,
+        batch_size: int = 1000,
+        on_batch: Callable[[PurgeReport], None] | None = None,
+    ) -> PurgeReport:
+        """Delete terminal jobs last changed more than `older_than` ago (by the database's
+        clock), with their events, stages and effects.
+
+        Bounded batches (`batch_size` jobs looked at per transaction, in submission order), so
+        it is safe while workers run: only jobs that are terminal when their batch runs go. A
+        job with an idempotency key is kept until it is also older than `keep_keys`, so a
+        repeated submit within that window still finds it. `on_batch` gets the running totals.
+        """
+        age = _seconds_of(older_than, "older_than")
+        key_age = _seconds_of(keep_keys, "keep_keys")
+        scan = check_int(batch_size, "batch size", 1, MAX_BATCH)
+        report = PurgeReport()
+        after = 0
+        while True:
+            batch = self.store.purge_batch(after, scan, age, key_age)
+            report.batches += 1
+            report.jobs += batch.jobs
+            report.stages += batch.stages
+            report.effects += batch.effects
+            report.events += batch.events
+            report.kept_for_keys += batch.kept_for_keys
+            if on_batch is not None:
+                on_batch(report)
+            if batch.scanned < scan or batch.reached_new:
+                break
+            after = batch.last_seq
+        emit(
+            log,
+            logging.INFO,
+            "purged",
+            jobs=report.jobs,
+            events=report.events,
+            stages=report.stages,
+            effects=report.effects,
+            kept_for_keys=report.kept_for_keys,
+        )
+        return report
 
     def on_claimable(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Call `callback(kind)` ('' for any kind) when jobs may have become claimable:

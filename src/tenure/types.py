@@ -129,3 +129,29 @@ class ExtendResult:
 
     renewed: dict[str, datetime]
     lost: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeBatch:
+    """One bounded purge transaction: what it looked at and what it deleted."""
+
+    last_seq: int
+    scanned: int
+    reached_new: bool
+    jobs: int
+    stages: int
+    effects: int
+    events: int
+    kept_for_keys: int
+
+
+@dataclass(slots=True)
+class PurgeReport:
+    """What `Ledger.purge` removed, summed over its batches."""
+
+    jobs: int = 0
+    stages: int = 0
+    effects: int = 0
+    events: int = 0
+    kept_for_keys: int = 0
+    batches: int = 0

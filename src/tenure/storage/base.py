@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from tenure.types import JSON, Event, Job, JobState, Lease, Stage, StageKind
+from tenure.types import JSON, Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +174,12 @@ class Store(Protocol):
         self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
     ) -> set[str]:
         """`complete` for many jobs in one write; return the ids whose lease still held."""
+        ...
+
+    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
+        """Look at the next `scan` jobs after submission number `after`; delete the terminal
+        ones older than `older_than` seconds (keyed ones: older than `keep_keys` as well)
+        with their events, stages and effects, in one transaction."""
         ...
 
     def exchange(

@@ -45,7 +45,7 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.wakeup import PostgresListener, WakeCallback
-from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
+from tenure.types import Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -503,6 +503,23 @@ class PostgresStore:
         """The record of `key`."""
         rows = self._fetch("fence_lookup", {"key": key})
         return fence_record_from_row(rows[0], DECODE) if rows else None
+
+    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
+        """One bounded purge step: one statement."""
+        row = self._fetch(
+            "purge_batch",
+            {"after": after, "scan": scan, "older_than": older_than, "keep_keys": keep_keys},
+        )[0]
+        return PurgeBatch(
+            last_seq=int(row["last_seq"]),
+            scanned=int(row["scanned"]),
+            reached_new=bool(row["reached_new"]),
+            jobs=int(row["jobs"]),
+            stages=int(row["stages"]),
+            effects=int(row["effects"]),
+            events=int(row["events"]),
+            kept_for_keys=int(row["kept_for_keys"]),
+        )
 
     def close(self) -> None:
         """Close the pool and stop the watchdog. Idempotent."""

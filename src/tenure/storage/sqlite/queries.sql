@@ -308,3 +308,22 @@ SELECT t.name, t.created_at,
 FROM tenure_tenants t LEFT JOIN tenure_api_keys k ON k.tenant = t.name
 GROUP BY t.name, t.created_at
 ORDER BY t.name;
+
+-- name: purge_scan
+-- The next `scan` jobs in submission order (rowid) for one bounded purge step.
+SELECT rowid AS seq, id, state, updated_at, created_at, idempotency_key FROM tenure_jobs
+WHERE rowid > :after ORDER BY rowid LIMIT :scan;
+
+-- name: purge_events
+DELETE FROM tenure_events WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: purge_stages
+DELETE FROM tenure_stages WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: purge_effects
+DELETE FROM tenure_effects WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: purge_jobs
+DELETE FROM tenure_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND state IN ('succeeded', 'failed', 'cancelled');

@@ -39,7 +39,7 @@ from tenure.storage.rows import (
 )
 from tenure.storage.sqlite.turns import WriteTurns
 from tenure.storage.wakeup import LOCAL, WakeCallback
-from tenure.types import Event, Job, JobState, Lease, Stage, StageKind
+from tenure.types import Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.sqlite")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -717,6 +717,32 @@ class SqliteStore:
 
     def _clock(self) -> float:
         return float(self._read("now", {})[0][0])
+
+    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
+        """One bounded purge step in one IMMEDIATE transaction (see the PostgreSQL query)."""
+        terminal = {state.value for state in JobState if state.terminal}
+        with self._write() as (conn, now):
+            rows = conn.execute(Q["purge_scan"], {"after": after, "scan": scan}).fetchall()
+            cutoff, key_cutoff = now - older_than, now - keep_keys
+            old = [r for r in rows if r["state"] in terminal and r["updated_at"] < cutoff]
+            doomed = [
+                r["id"] for r in old if r["idempotency_key"] is None or r["updated_at"] < key_cutoff
+            ]
+            ids = {"ids": json.dumps(doomed)}
+            counts = {
+                name: conn.execute(Q[f"purge_{name}"], ids).rowcount
+                for name in ("events", "stages", "effects", "jobs")
+            }
+        return PurgeBatch(
+            last_seq=int(rows[-1]["seq"]) if rows else after,
+            scanned=len(rows),
+            reached_new=bool(rows) and float(rows[0]["created_at"]) >= cutoff,
+            jobs=counts["jobs"],
+            stages=counts["stages"],
+            effects=counts["effects"],
+            events=counts["events"],
+            kept_for_keys=len(old) - len(doomed),
+        )
 
     def close(self) -> None:
         """Close every connection (one in use closes when its block ends). Idempotent."""
