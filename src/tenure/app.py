@@ -15,6 +15,10 @@ from tenure.types import JSON
 
 Handler = Callable[..., Any]
 H = TypeVar("H", bound=Handler)
+# check(ctx, checkpoint) -> None; raises tenure.ResumeRefused(code, message) to refuse.
+ResumeCheck = Callable[[Any, dict[str, Any]], None]
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+M = TypeVar("M", bound=Migration)
 
 DEFAULT_URL = "sqlite:///tenure.db"
 
@@ -38,6 +42,7 @@ class JobClass:
     stage_timeout: float | None = 600.0
     max_lease_lifetime: float | None = 3600.0
     version: int = 1
+    resume_checks: tuple[ResumeCheck, ...] = ()
 
     @property
     def is_async(self) -> bool:
@@ -90,6 +95,8 @@ def validate(job_class: JobClass) -> JobClass:
         )
     if not callable(c.handler):
         raise InvalidJobClass(f"job class {c.kind!r}: the handler must be callable")
+    if not all(callable(check) for check in c.resume_checks):
+        raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
 
 
@@ -104,6 +111,8 @@ class App:
         self.url = url or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_URL
         self.connect_options = connect_options
         self.job_classes: dict[str, JobClass] = {}
+        # kind -> from_version -> pure function checkpoint(vN) -> checkpoint(vN+1)
+        self.checkpoint_migrations: dict[str, dict[int, Migration]] = {}
         self._ledger: Ledger | None = None
 
     def job(
@@ -120,10 +129,13 @@ class App:
         stage_timeout: float | None = 600.0,
         max_lease_lifetime: float | None = 3600.0,
         version: int = 1,
+        resume_checks: list[ResumeCheck] | tuple[ResumeCheck, ...] = (),
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
         Raises `InvalidJobClass` at once unless lease > (missed + 1) x heartbeat + jitter.
+        `version` is the checkpoint schema this handler writes and reads; `resume_checks` run
+        before a job resumes from a checkpoint (see `checkpoint_migration`).
         """
 
         def register(handler: H) -> H:
@@ -143,9 +155,34 @@ class App:
                     stage_timeout=stage_timeout,
                     max_lease_lifetime=max_lease_lifetime,
                     version=version,
+                    resume_checks=tuple(resume_checks),
                 )
             )
             return handler
+
+        return register
+
+    def checkpoint_migration(self, kind: str, *, from_version: int) -> Callable[[M], M]:
+        """Register a pure function turning a `kind` checkpoint of `from_version` into one of
+        `from_version + 1`. A job resuming from an older checkpoint gets them applied in
+        order; the original is kept beside the result."""
+        if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 1:
+            raise InvalidJobClass(
+                f"checkpoint migration of {kind!r}: from_version must be an integer >= 1, "
+                f"got {from_version!r}"
+            )
+
+        def register(migration: M) -> M:
+            if not callable(migration):
+                raise InvalidJobClass(f"checkpoint migration of {kind!r} must be callable")
+            versions = self.checkpoint_migrations.setdefault(kind, {})
+            if from_version in versions:
+                raise InvalidJobClass(
+                    f"checkpoint migration of {kind!r} from version {from_version} is "
+                    "registered twice"
+                )
+            versions[from_version] = migration
+            return migration
 
         return register
 

@@ -595,19 +595,27 @@ class Ledger:
         if not done:
             self._lost(lease, "start_stage")
 
-    def finish_stage(self, lease: Lease, position: int, result: JSON) -> str:
-        """Record a stage's result and advance the cursor past it, while the lease holds.
+    def finish_stage(
+        self, lease: Lease, position: int, result: JSON, *, checkpoint: JSON = None
+    ) -> str:
+        """Record a stage's result and advance the cursor past it, while the lease holds;
+        with `checkpoint`, store it as the job's checkpoint in the same write.
 
         Returns the result's canonical JSON text (what a replay will return).
         """
         encoded = encode_json(result, "stage result", self.max_payload_bytes)
+        saved = (
+            None
+            if checkpoint is None
+            else encode_json(checkpoint, "checkpoint", self.max_payload_bytes).text
+        )
         detail_json = _detail(
             position=position, result_bytes=encoded.size, result_sha256=encoded.sha256
         )
         done = self._guard(
             lease,
             "finish_stage",
-            lambda: self.store.stage_done(lease, position, encoded.text, detail_json),
+            lambda: self.store.stage_done(lease, position, encoded.text, detail_json, saved),
         )
         if not done:
             self._lost(lease, "finish_stage")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import logging
@@ -57,7 +58,12 @@ class JobContext:
     """The running job as its handler sees it. Created by the worker, one per attempt."""
 
     def __init__(
-        self, run: JobRun, ledger: Ledger, keeper: LeaseKeeper, recorded: list[Stage]
+        self,
+        run: JobRun,
+        ledger: Ledger,
+        keeper: LeaseKeeper,
+        recorded: list[Stage],
+        envelope: dict[str, Any] | None = None,
     ) -> None:
         lease = run.lease
         self.job_id = lease.job_id
@@ -73,6 +79,7 @@ class JobContext:
         self._next_position = 0
         self._effect_names: set[str] = set()
         self._lock = threading.Lock()
+        self._envelope = envelope if envelope is not None else {}
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -95,6 +102,26 @@ class JobContext:
         """Raise `JobCancelled` if the job may no longer go on."""
         if self._run.cancelled.is_set():
             raise JobCancelled(self._run.cancel_reason or "cancelled")
+
+    # -- the checkpoint ----------------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> dict[str, Any]:
+        """A copy of the job's checkpoint envelope (see `tenure.runtime.checkpoints`)."""
+        with self._lock:
+            return copy.deepcopy(self._envelope)
+
+    def note_evidence(self, reference: str) -> None:
+        """Add an evidence reference (a document id and version, a URL) to the checkpoint;
+        saved with the next recorded stage. References, not content."""
+        with self._lock:
+            self._envelope.setdefault("evidence", []).append(str(reference))
+
+    def note_approval(self, summary: Any) -> None:
+        """Add an approval summary (who approved what, when) to the checkpoint; saved with
+        the next recorded stage."""
+        with self._lock:
+            self._envelope.setdefault("approvals", []).append(summary)
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call `callback` (no arguments) on cancellation: stop a subprocess, close a socket."""
@@ -199,10 +226,31 @@ class JobContext:
         return plan
 
     def _end(self, plan: _Plan, result: Any) -> Any:
-        """Record the result and advance the cursor; return the result as a replay would."""
+        """Record the result and advance the cursor; return the result as a replay would.
+        The checkpoint envelope, with this stage in it, goes in the same write."""
         self.check()
+        with self._lock:
+            stages = [
+                entry
+                for entry in self._envelope.setdefault("stages", [])
+                if entry.get("position") != plan.position
+            ]
+            stages.append(
+                {
+                    "position": plan.position,
+                    "name": plan.name,
+                    "kind": plan.kind.value,
+                    "result": result,
+                }
+            )
+            self._envelope["stages"] = stages
+            if plan.kind is StageKind.EFFECT:
+                self._envelope.setdefault("effects", {})[plan.name] = "done"
+            envelope = copy.deepcopy(self._envelope) if self._envelope else None
         text = self._write(
-            lambda: self._ledger.finish_stage(self._run.lease, plan.position, result)
+            lambda: self._ledger.finish_stage(
+                self._run.lease, plan.position, result, checkpoint=envelope
+            )
         )
         self._run.start_segment(None)
         self._keeper.deadlines_changed()

@@ -23,19 +23,21 @@ from tenure.errors import (
     LeaseLost,
     NonRetryable,
     OwnershipUnknown,
+    ResumeRefused,
     StoreUnavailable,
     TenureError,
     ToolOutcomeUnknown,
 )
 from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
+from tenure.runtime import checkpoints
 from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
 from tenure.runtime.threads import HandlerThreads
-from tenure.types import Lease
+from tenure.types import Lease, Stage
 
 log = logging.getLogger("tenure.worker")
 
@@ -407,7 +409,16 @@ class Worker:
             assert self._keeper is not None
             # Token 1 is the job's first claim ever: no stage can have been recorded yet.
             stages = [] if lease.token == 1 else self._ledger().store.stages(lease.job_id)
-            ctx = JobContext(run, self._ledger(), self._keeper, stages)
+            if stages:
+                ctx = self._resume(run, stages)
+            else:
+                ctx = JobContext(
+                    run,
+                    self._ledger(),
+                    self._keeper,
+                    [],
+                    checkpoints.new_envelope(lease, run.job_class),
+                )
             result = self._call(run, ctx)
             run.handler_returned = True
             self._slot_freed.set()
@@ -415,6 +426,10 @@ class Worker:
         except JobCancelled as cancelled:
             run.log(logging.WARNING, "job_stopped", reason=cancelled.reason)
         except NonRetryable as exc:
+            self._fail(run, {"code": exc.code}, retryable=False)
+        except ResumeRefused as exc:
+            run.log(logging.WARNING, "resume_refused", code=exc.code)
+            self._ledger().record(lease, "resume_refused", code=exc.code)
             self._fail(run, {"code": exc.code}, retryable=False)
         except ToolOutcomeUnknown:
             self._tool_outcome_unknown(run, "tool_error")
@@ -440,6 +455,36 @@ class Worker:
                 if self._runs.get(lease.job_id) is run:
                     del self._runs[lease.job_id]
             self._slot_freed.set()
+
+    def _resume(self, run: JobRun, stages: list[Stage]) -> JobContext:
+        """A job that recorded stages before: read its checkpoint, migrate it to this code's
+        version (kept beside the original), then run the class's resume checks. Raises
+        `CheckpointRefused` or `ResumeRefused` to end the job `failed`."""
+        lease, job_class = run.lease, run.job_class
+        assert self._keeper is not None
+        envelope = checkpoints.stored_envelope(lease, job_class, stages)
+        envelope, migrated_from = checkpoints.bring_up_to_date(
+            envelope, job_class, self.app.checkpoint_migrations.get(lease.kind, {})
+        )
+        if migrated_from is not None:
+            self._ledger().save_step(lease, lease.step, envelope)
+            self._ledger().record(
+                lease,
+                "checkpoint_migrated",
+                from_version=migrated_from,
+                to_version=job_class.version,
+            )
+            run.log(logging.INFO, "checkpoint_migrated", from_version=migrated_from)
+        ctx = JobContext(
+            run,
+            self._ledger(),
+            self._keeper,
+            checkpoints.replay_results(stages, envelope),
+            envelope,
+        )
+        for check in job_class.resume_checks:
+            check(ctx, ctx.checkpoint)
+        return ctx
 
     def _call(self, run: JobRun, ctx: JobContext) -> Any:
         handler = run.job_class.handler

@@ -232,7 +232,14 @@ class Store(Protocol):
         """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
         ...
 
-    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+    def stage_done(
+        self,
+        lease: Lease,
+        position: int,
+        result_json: str,
+        detail_json: str,
+        checkpoint_json: str | None = None,
+    ) -> bool:
         """Record the stage's result and advance the cursor in one write, if the lease holds."""
         ...
 

@@ -394,7 +394,8 @@ SELECT id::text AS id FROM owned;
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
     UPDATE tenure_jobs j
-    SET step = %(position)s + 1, updated_at = clock.now
+    SET step = %(position)s + 1, updated_at = clock.now,
+        checkpoint = COALESCE(%(checkpoint)s::jsonb, j.checkpoint)
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now

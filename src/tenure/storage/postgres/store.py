@@ -381,11 +381,23 @@ class PostgresStore:
             )
         )
 
-    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+    def stage_done(
+        self,
+        lease: Lease,
+        position: int,
+        result_json: str,
+        detail_json: str,
+        checkpoint_json: str | None = None,
+    ) -> bool:
         """One statement: advance the cursor, store the result (and the effect's), the event."""
         return bool(
             self._guarded(
-                "stage_done", lease, position=position, result=result_json, detail=detail_json
+                "stage_done",
+                lease,
+                position=position,
+                result=result_json,
+                detail=detail_json,
+                checkpoint=checkpoint_json,
             )
         )
 

@@ -186,7 +186,7 @@ SET status = 'started', token = excluded.token, started_at = excluded.started_at
 
 -- name: advance_cursor
 UPDATE tenure_jobs
-SET step = :position + 1, updated_at = :now
+SET step = :position + 1, updated_at = :now, checkpoint = COALESCE(:checkpoint, checkpoint)
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;

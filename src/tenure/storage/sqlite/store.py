@@ -573,7 +573,14 @@ class SqliteStore:
             self._event(conn, now, lease.job_id, event, lease.token, lease.owner_id, detail_json)
             return True
 
-    def stage_done(self, lease: Lease, position: int, result_json: str, detail_json: str) -> bool:
+    def stage_done(
+        self,
+        lease: Lease,
+        position: int,
+        result_json: str,
+        detail_json: str,
+        checkpoint_json: str | None = None,
+    ) -> bool:
         """One transaction: advance the cursor, store the result (and the effect's), event."""
         with self._write() as (conn, now):
             held = {
@@ -582,6 +589,7 @@ class SqliteStore:
                 "token": lease.token,
                 "now": now,
                 "position": position,
+                "checkpoint": checkpoint_json,
             }
             if conn.execute(Q["advance_cursor"], held).fetchone() is None:
                 return False
