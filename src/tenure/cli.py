@@ -20,6 +20,7 @@ from tenure.app import App
 from tenure.errors import TenureError
 from tenure.ledger import Ledger, connect
 from tenure.logs import configure_json_logging
+from tenure.replay import replay
 from tenure.runtime.worker import Worker
 from tenure.types import Event, Job, JobState, PurgeReport
 
@@ -207,6 +208,41 @@ def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
             f"{report.kept_for_keys} for their idempotency keys"
         )
     return EXIT_OK
+
+
+def cmd_replay(ledger: Ledger, args: argparse.Namespace) -> int:
+    target = args.against or args.app
+    load_app(args.app)  # the recording app must import too: a typo is an error, not a no-op
+    report = replay(ledger, args.id, load_app(target))
+    if args.json:
+        _print_json({**_plain(asdict(report)), "differences": report.differences})
+        return EXIT_OK
+    print(
+        f"job {report.job_id} ({report.kind}) replayed through {target}, version "
+        f"{report.handler_version}; effects were not run"
+    )
+    for stage in report.stages:
+        verdict = "differs" if stage.differs else "same"
+        print(
+            f"  #{stage.position} {stage.kind:6} {stage.name:24} {verdict}"
+            + (f"  ({stage.note})" if stage.note else "")
+        )
+        if stage.differs:
+            print(f"       recorded: {_short(stage.recorded)}")
+            print(f"       replayed: {_short(stage.replayed)}")
+    print(f"  result {'differs' if report.result_differs else 'same'}")
+    if report.result_differs:
+        print(f"       recorded: {_short(report.recorded_result)}")
+        print(f"       replayed: {_short(report.replayed_result)}")
+    if report.error:
+        print(f"  the replayed handler raised {report.error}")
+    print(f"{report.differences} difference(s)")
+    return EXIT_OK
+
+
+def _short(value: Any, width: int = 160) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def load_app(target: str) -> App:
@@ -436,6 +472,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
     add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    p = add("replay", cmd_replay, "re-run a finished job's stages with effects switched off")
+    p.add_argument("id")
+    p.add_argument("--app", required=True, metavar="MODULE:APP", help="the app that ran it")
+    p.add_argument(
+        "--against", metavar="MODULE:APP", help="replay through this app's handler instead"
+    )
     p = add("purge", cmd_purge, "delete old terminal jobs with their events, stages, effects")
     p.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
     p.add_argument(

@@ -1,0 +1,214 @@
+"""Replay: run a finished job's recorded stages through a handler again, with the world
+switched off, and compare.
+
+Steps run for real (they are the computations being evaluated: a new prompt, a new model);
+effects never run: each returns the result recorded for it (or None when the recorded run had
+none at that place). Every stage is compared with the recorded one, and so is the handler's
+result. Nothing is written to the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tenure.app import App
+from tenure.errors import InvalidArgument
+from tenure.ledger import Ledger
+from tenure.runtime.context import Effect
+from tenure.types import JSON, Job, Stage, StageKind, StageStatus
+
+
+@dataclass(slots=True)
+class StageDiff:
+    """One stage: what was recorded there, what the replay produced, whether they differ."""
+
+    position: int
+    name: str
+    kind: str
+    recorded: JSON
+    replayed: JSON
+    differs: bool
+    note: str = ""
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """The replay of one job: its stages and its result, side by side."""
+
+    job_id: str
+    kind: str
+    handler_version: int
+    stages: list[StageDiff] = field(default_factory=list)
+    recorded_result: JSON = None
+    replayed_result: JSON = None
+    result_differs: bool = False
+    error: str | None = None
+
+    @property
+    def differences(self) -> int:
+        """Stages that differ, plus one if the result does."""
+        return sum(stage.differs for stage in self.stages) + int(self.result_differs)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class ReplayContext:
+    """What the handler sees during a replay: the `JobContext` surface, the world switched off."""
+
+    def __init__(self, job: Job, recorded: list[Stage], report: ReplayReport) -> None:
+        self.job_id = job.id
+        self.kind = job.kind
+        self.tenant = job.tenant
+        self.token = job.fencing_token
+        self.attempt = job.attempt
+        self.payload = job.payload
+        self.lease_until: datetime | None = None
+        self.cancelled = threading.Event()
+        self.cancel_reason: str | None = None
+        self._recorded = {stage.position: stage for stage in recorded}
+        self._report = report
+        self._position = 0
+        self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
+
+    @property
+    def checkpoint(self) -> dict[str, Any]:
+        return copy.deepcopy(self._checkpoint)
+
+    def check(self) -> None:
+        """Never cancelled during a replay."""
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Nothing cancels a replay."""
+
+    def note_evidence(self, reference: str) -> None:
+        """Ignored during a replay."""
+
+    def note_approval(self, summary: Any) -> None:
+        """Ignored during a replay."""
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run the step and compare its result with the recorded one."""
+        recorded = self._next()
+        return self._compare(name, recorded, fn())
+
+    def effect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
+        """Do not act: return the recorded result."""
+        return self._substitute(name, self._next())
+
+    async def astep(self, name: str, fn: Callable[[], Any]) -> Any:
+        """`step` for async handlers."""
+        recorded = self._next()
+        result = fn()
+        if inspect.isawaitable(result):
+            result = await result
+        return self._compare(name, recorded, result)
+
+    async def aeffect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
+        """`effect` for async handlers: the recorded result, nothing sent."""
+        return self._substitute(name, self._next())
+
+    def unreached(self) -> list[Stage]:
+        """Recorded stages the replayed handler never asked for."""
+        reached = {stage.position for stage in self._report.stages}
+        return [
+            stage for position, stage in sorted(self._recorded.items()) if position not in reached
+        ]
+
+    def _next(self) -> Stage | None:
+        position = self._position
+        self._position += 1
+        return self._recorded.get(position)
+
+    def _compare(self, name: str, recorded: Stage | None, result: Any) -> Any:
+        replayed = json.loads(_canonical(result))
+        kind = StageKind.STEP
+        note = _placement(name, kind, recorded)
+        old = recorded.result if recorded is not None and not note else None
+        self._report.stages.append(
+            StageDiff(
+                self._position - 1,
+                name,
+                kind.value,
+                old,
+                replayed,
+                bool(note) or _canonical(old) != _canonical(replayed),
+                note,
+            )
+        )
+        return replayed
+
+    def _substitute(self, name: str, recorded: Stage | None) -> Any:
+        note = _placement(name, StageKind.EFFECT, recorded)
+        value = recorded.result if recorded is not None and not note else None
+        self._report.stages.append(
+            StageDiff(
+                self._position - 1,
+                name,
+                StageKind.EFFECT.value,
+                value,
+                value,
+                bool(note),
+                note or "effect not run: the recorded result was used",
+            )
+        )
+        return value
+
+
+def _placement(name: str, kind: StageKind, recorded: Stage | None) -> str:
+    """Why this stage has no recorded counterpart, or '' when it has one."""
+    if recorded is None:
+        return "new: the recorded run had no stage here"
+    if (recorded.name, recorded.kind) != (name, kind):
+        return f"changed: the recorded run had {recorded.kind.value} {recorded.name!r} here"
+    if recorded.status is not StageStatus.DONE:
+        return f"the recorded stage never finished ({recorded.status.value})"
+    return ""
+
+
+def replay(ledger: Ledger, job_id: str, app: App) -> ReplayReport:
+    """Replay a finished job through `app`'s handler for its kind (see the module docstring)."""
+    job = ledger.get(job_id)
+    if not job.state.terminal:
+        raise InvalidArgument(f"job {job_id} is {job.state.value}: only a finished job replays")
+    job_class = app.job_classes.get(job.kind)
+    if job_class is None:
+        raise InvalidArgument(f"the app has no job class for kind {job.kind!r}")
+    recorded = ledger.stages(job_id)
+    report = ReplayReport(job.id, job.kind, job_class.version, recorded_result=job.result)
+    ctx = ReplayContext(job, recorded, report)
+    try:
+        outcome = job_class.handler(ctx, job.payload)
+        if inspect.isawaitable(outcome):
+            outcome = asyncio.run(_await(outcome))
+        report.replayed_result = json.loads(_canonical(outcome))
+        report.result_differs = _canonical(report.replayed_result) != _canonical(job.result)
+    except Exception as exc:  # the replayed handler's failure is part of the report
+        report.error = f"{type(exc).__name__}: {exc}"
+        report.result_differs = True
+    for stage in ctx.unreached():
+        report.stages.append(
+            StageDiff(
+                stage.position,
+                stage.name,
+                stage.kind.value,
+                stage.result,
+                None,
+                True,
+                "gone: the replayed handler did not reach this stage",
+            )
+        )
+    return report
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
