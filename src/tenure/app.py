@@ -43,6 +43,7 @@ class JobClass:
     max_lease_lifetime: float | None = 3600.0
     version: int = 1
     resume_checks: tuple[ResumeCheck, ...] = ()
+    concurrency_limit: int | None = None
 
     @property
     def is_async(self) -> bool:
@@ -95,6 +96,11 @@ def validate(job_class: JobClass) -> JobClass:
         )
     if not callable(c.handler):
         raise InvalidJobClass(f"job class {c.kind!r}: the handler must be callable")
+    limit = c.concurrency_limit
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: concurrency_limit must be an integer >= 1, got {limit!r}"
+        )
     if not all(callable(check) for check in c.resume_checks):
         raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
@@ -130,12 +136,14 @@ class App:
         max_lease_lifetime: float | None = 3600.0,
         version: int = 1,
         resume_checks: list[ResumeCheck] | tuple[ResumeCheck, ...] = (),
+        concurrency_limit: int | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
         Raises `InvalidJobClass` at once unless lease > (missed + 1) x heartbeat + jitter.
         `version` is the checkpoint schema this handler writes and reads; `resume_checks` run
         before a job resumes from a checkpoint (see `checkpoint_migration`).
+        `concurrency_limit`: at most that many jobs of this kind run at once, across workers.
         """
 
         def register(handler: H) -> H:
@@ -156,6 +164,7 @@ class App:
                     max_lease_lifetime=max_lease_lifetime,
                     version=version,
                     resume_checks=tuple(resume_checks),
+                    concurrency_limit=concurrency_limit,
                 )
             )
             return handler

@@ -331,6 +331,27 @@ def cmd_tenant_revoke(ledger: Ledger, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _parse_limit(text: str) -> int | None:
+    """A whole number >= 1, or none/off for no limit."""
+    if text.strip().lower() in {"none", "off"}:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UsageError(f"a limit is a whole number >= 1 or 'none', got {text!r}")
+    return int(text)
+
+
+def cmd_tenant_limit(ledger: Ledger, args: argparse.Namespace) -> int:
+    limit = _parse_limit(args.limit)
+    ledger.set_tenant_limit(args.name, limit)
+    if args.json:
+        _print_json({"tenant": args.name, "limit": limit})
+    elif limit is None:
+        print(f"tenant {args.name}: no limit")
+    else:
+        print(f"tenant {args.name}: at most {limit} jobs at once")
+    return EXIT_OK
+
+
 def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
     tenants = ledger.tenants()
     if args.json:
@@ -510,6 +531,11 @@ def _add_tenant_commands(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--key-id", help="the id in tnr_<id>_...; default: every live key")
     add("list", cmd_tenant_list, "list tenants and their key counts")
+    p = add(
+        "limit", cmd_tenant_limit, "at most N of a tenant's jobs run at once ('none': no limit)"
+    )
+    p.add_argument("name")
+    p.add_argument("limit", metavar="N")
     p = tsub.add_parser(
         "admin-key",
         help="generate an admin key and the digest that configures tenure serve",

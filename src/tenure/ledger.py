@@ -10,7 +10,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -61,6 +61,8 @@ MAX_BATCH = 10_000
 # A purged job with an idempotency key is kept at least this long (seconds): a repeated
 # submit within the window still finds it.
 DEFAULT_KEY_RETENTION = 7 * 86400.0
+# How often a ledger looks whether tenant limits exist (seconds).
+LIMITS_REFRESH = 2.0
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -108,6 +110,8 @@ class Ledger:
         self.backoff_cap = check_seconds(backoff_cap, "backoff_cap")
         self._unconfirmed: list[tuple[str, str, int, str]] = []
         self._unconfirmed_lock = threading.Lock()
+        self._limits_seen_at: float | None = None
+        self._has_limits = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -353,15 +357,55 @@ class Ledger:
         limit: int,
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
+        kind_limits: Mapping[str, int] | None = None,
     ) -> list[Lease]:
-        """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite)."""
+        """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
+
+        With `kind_limits` ({kind: n}), or once any tenant has a limit (`set_tenant_limit`),
+        the claim keeps every kind and tenant within its limit, across workers: a serialised
+        transaction of a few statements instead of one.
+        """
         owner_id = check_name(owner_id, "owner id")
         seconds = check_seconds(lease_seconds, "lease_seconds")
         limit = check_int(limit, "limit", 1)
         kind_list = _kinds(kinds)
-        leases = self.store.claim(owner_id, kind_list, seconds, limit)
+        limits = {
+            check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
+            for kind, n in (kind_limits or {}).items()
+            if kind_list is None or kind in kind_list
+        }
+        if limits or self.has_tenant_limits():
+            leases = self.store.limited_claim(owner_id, kind_list, seconds, limit, limits)
+        else:
+            leases = self.store.claim(owner_id, kind_list, seconds, limit)
         self._log_claims(leases, owner_id)
         return leases
+
+    # -- fair scheduling ---------------------------------------------------------------------
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """At most `limit` jobs of `tenant` run at once, across all workers (None: no limit).
+
+        Claims respect it from the next claim in this process; other processes notice within
+        a few seconds (they look for tenant limits every `LIMITS_REFRESH` seconds).
+        """
+        tenant = check_name(tenant, "tenant")
+        if limit is not None:
+            limit = check_int(limit, "tenant limit", 1)
+        self.store.set_tenant_limit(tenant, limit)
+        self._limits_seen_at = None
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        return self.store.tenant_limits()
+
+    def has_tenant_limits(self) -> bool:
+        """Whether any tenant has a limit (looked up at most every `LIMITS_REFRESH` s)."""
+        now = time.monotonic()
+        if self._limits_seen_at is None or now - self._limits_seen_at > LIMITS_REFRESH:
+            self._has_limits = bool(self.store.tenant_limits())
+            self._limits_seen_at = now
+        return self._has_limits
 
     @staticmethod
     def _log_claims(leases: Sequence[Lease], owner_id: str) -> None:

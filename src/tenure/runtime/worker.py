@@ -101,6 +101,11 @@ class Worker:
         self._slot_freed = threading.Event()
         self._wake = threading.Event()
         self._kind_set = frozenset(self.kinds)
+        self._kind_limits = {
+            kind: limit
+            for kind in self.kinds
+            if (limit := app.job_classes[kind].concurrency_limit) is not None
+        }
         self._stop_listening: Callable[[], None] | None = None
         self._threads = HandlerThreads(concurrency)
         self._committer: Committer | None = None
@@ -272,7 +277,8 @@ class Worker:
 
     def reserve_claim(self) -> ClaimSpec | None:
         """Free slots for the committer's next statement to fill, if any."""
-        if self._stopping.is_set():
+        # Under concurrency limits claims take the serialised path of the claim loop.
+        if self._stopping.is_set() or self._kind_limits or self._ledger().has_tenant_limits():
             return None
         granted = self._reserve(self.concurrency)
         if not granted:
@@ -374,7 +380,11 @@ class Worker:
             try:
                 sent_at = time.monotonic()
                 leases = self._ledger().claim_many(
-                    self.worker_id, limit=granted, kinds=kinds, lease_seconds=lease_seconds
+                    self.worker_id,
+                    limit=granted,
+                    kinds=kinds,
+                    lease_seconds=lease_seconds,
+                    kind_limits=self._kind_limits,
                 )
                 self.claim_latency.observe(time.monotonic() - sent_at)
                 for lease in leases:
@@ -406,20 +416,7 @@ class Worker:
             worker=self.worker_id,
         )
         try:
-            assert self._keeper is not None
-            # Token 1 is the job's first claim ever: no stage can have been recorded yet.
-            stages = [] if lease.token == 1 else self._ledger().store.stages(lease.job_id)
-            if stages:
-                ctx = self._resume(run, stages)
-            else:
-                ctx = JobContext(
-                    run,
-                    self._ledger(),
-                    self._keeper,
-                    [],
-                    checkpoints.new_envelope(lease, run.job_class),
-                )
-            result = self._call(run, ctx)
+            result = self._call(run, self._context(run))
             run.handler_returned = True
             self._slot_freed.set()
             self._commit(run, result)
@@ -449,12 +446,30 @@ class Worker:
             run.log(
                 logging.INFO, "job_ended", duration_ms=round((time.monotonic() - started) * 1000, 1)
             )
-            if self._keeper is not None:
-                self._keeper.untrack(run)
-            with self._runs_lock:
-                if self._runs.get(lease.job_id) is run:
-                    del self._runs[lease.job_id]
-            self._slot_freed.set()
+            self._ended(run)
+
+    def _ended(self, run: JobRun) -> None:
+        """The run is over: stop renewing, give its slot back."""
+        if self._keeper is not None:
+            self._keeper.untrack(run)
+        with self._runs_lock:
+            if self._runs.get(run.lease.job_id) is run:
+                del self._runs[run.lease.job_id]
+        self._slot_freed.set()
+        if self._kind_limits or self._ledger().has_tenant_limits():
+            # Room under a limit is not announced by NOTIFY: look again at once.
+            self._wake.set()
+
+    def _context(self, run: JobRun) -> JobContext:
+        """The handler's context: fresh, or resumed from the recorded stages."""
+        assert self._keeper is not None
+        lease = run.lease
+        # Token 1 is the job's first claim ever: no stage can have been recorded yet.
+        stages = [] if lease.token == 1 else self._ledger().store.stages(lease.job_id)
+        if stages:
+            return self._resume(run, stages)
+        envelope = checkpoints.new_envelope(lease, run.job_class)
+        return JobContext(run, self._ledger(), self._keeper, [], envelope)
 
     def _resume(self, run: JobRun, stages: list[Stage]) -> JobContext:
         """A job that recorded stages before: read its checkpoint, migrate it to this code's

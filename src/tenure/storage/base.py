@@ -7,7 +7,7 @@ lease as a falsy result and leaves the raising of `LeaseLost` to the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -174,6 +174,26 @@ class Store(Protocol):
         self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
     ) -> set[str]:
         """`complete` for many jobs in one write; return the ids whose lease still held."""
+        ...
+
+    def limited_claim(
+        self,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        kind_limits: Mapping[str, int],
+    ) -> list[Lease]:
+        """`claim`, keeping each tenant (its stored limit) and kind (`kind_limits`) within its
+        concurrency limit, serialised against other such claims."""
+        ...
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        ...
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """Set, or with None remove, a tenant's concurrency limit."""
         ...
 
     def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:

@@ -118,6 +118,7 @@ expired_candidate AS (
     WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
     ORDER BY j.lease_until
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -127,6 +128,7 @@ queued_candidate AS (
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
     ORDER BY j.priority DESC, j.seq
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -582,3 +584,46 @@ SELECT COALESCE((SELECT max(seq) FROM scanned), %(after)s) AS last_seq,
           AND scanned.updated_at < clock.now - make_interval(secs => %(older_than)s)
           AND scanned.updated_at >= clock.now - make_interval(secs => %(keep_keys)s))
            AS kept_for_keys;
+
+-- Fair scheduling: a claim under concurrency limits runs in one transaction that holds this
+-- lock, so that the running counts it reads (a statement after the lock, a fresh snapshot)
+-- include every claim committed before it.
+
+-- name: limits_lock
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':tenure:limits')) AS locked;
+
+-- name: tenant_limits
+SELECT name, max_running FROM tenure_limits WHERE scope = 'tenant' ORDER BY name;
+
+-- name: set_tenant_limit
+INSERT INTO tenure_limits (scope, name, max_running) VALUES ('tenant', %(name)s, %(n)s)
+ON CONFLICT (scope, name) DO UPDATE SET max_running = excluded.max_running
+RETURNING name;
+
+-- name: clear_tenant_limit
+DELETE FROM tenure_limits WHERE scope = 'tenant' AND name = %(name)s RETURNING name;
+
+-- name: running_counts
+SELECT tenant, kind, count(*) AS running FROM tenure_jobs
+WHERE state = 'running' AND lease_until > clock_timestamp()
+GROUP BY tenant, kind;
+
+-- name: limited_window
+-- The next claimable jobs in claim order, leaving out tenants and kinds already at their limit
+-- (the caller picks among them within the remaining room).
+SELECT id::text AS id, tenant, kind FROM (
+    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+     WHERE state = 'running' AND lease_until <= clock_timestamp() AND attempt < max_attempts
+       AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND NOT (tenant = ANY (%(full_tenants)s::text[]))
+       AND NOT (kind = ANY (%(full_kinds)s::text[]))
+     ORDER BY lease_until LIMIT %(window)s)
+    UNION ALL
+    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+     WHERE state = 'queued' AND run_after <= clock_timestamp()
+       AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND NOT (tenant = ANY (%(full_tenants)s::text[]))
+       AND NOT (kind = ANY (%(full_kinds)s::text[]))
+     ORDER BY priority DESC, seq LIMIT %(window)s)
+) AS claimable
+ORDER BY priority DESC, seq;

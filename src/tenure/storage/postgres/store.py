@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, LiteralString
@@ -28,6 +28,7 @@ from tenure.storage.base import (
     QueueFigure,
     TenantRecord,
 )
+from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
@@ -281,6 +282,7 @@ class PostgresStore:
                 "kinds": None if kinds is None else list(kinds),
                 "lease_seconds": lease_seconds,
                 "limit": limit,
+                "only_ids": None,
             },
         )
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
@@ -515,6 +517,72 @@ class PostgresStore:
         """The record of `key`."""
         rows = self._fetch("fence_lookup", {"key": key})
         return fence_record_from_row(rows[0], DECODE) if rows else None
+
+    def limited_claim(
+        self,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        kind_limits: Mapping[str, int],
+    ) -> list[Lease]:
+        """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
+        deadline = self._timeout + _CLIENT_GRACE_SECONDS
+        kind_list = None if kinds is None else list(kinds)
+        with (
+            self._translate(),
+            self._pool.connection() as conn,
+            self._watchdog.deadline(deadline, conn),
+            conn.transaction(),
+        ):
+            conn.execute(Q["limits_lock"])
+            tenant_limits = {
+                row["name"]: int(row["max_running"])
+                for row in conn.execute(Q["tenant_limits"]).fetchall()
+            }
+            plan = LimitPlan.of(
+                tenant_limits, kind_limits, conn.execute(Q["running_counts"]).fetchall()
+            )
+            window = conn.execute(
+                Q["limited_window"],
+                {
+                    "kinds": kind_list,
+                    "full_tenants": plan.full_tenants,
+                    "full_kinds": plan.full_kinds,
+                    "window": limit * WINDOW_PER_SLOT,
+                },
+            ).fetchall()
+            chosen = plan.choose(window, limit)
+            if not chosen:
+                return []
+            rows = conn.execute(
+                Q["exchange"],
+                {
+                    "job_ids": [],
+                    "given": "{}",
+                    "owner_id": owner_id,
+                    "kinds": kind_list,
+                    "lease_seconds": lease_seconds,
+                    "limit": len(chosen),
+                    "only_ids": chosen,
+                },
+            ).fetchall()
+        return [
+            lease_from_row(row, owner_id, lease_seconds, DECODE)
+            for row in rows
+            if row["outcome"] == "claimed"
+        ]
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        return {row["name"]: int(row["max_running"]) for row in self._fetch("tenant_limits", {})}
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """Set (or with None, remove) a tenant's concurrency limit."""
+        if limit is None:
+            self._fetch("clear_tenant_limit", {"name": tenant})
+        else:
+            self._fetch("set_tenant_limit", {"name": tenant, "n": limit})
 
     def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
         """One bounded purge step: one statement."""

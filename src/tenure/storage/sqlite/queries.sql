@@ -40,6 +40,7 @@ SELECT id, state, owner_id FROM (
         SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
         ORDER BY lease_until
         LIMIT :limit
     )
@@ -48,6 +49,7 @@ SELECT id, state, owner_id FROM (
         SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
         ORDER BY priority DESC, rowid
         LIMIT :limit
     )
@@ -327,3 +329,43 @@ DELETE FROM tenure_effects WHERE job_id IN (SELECT value FROM json_each(:ids));
 DELETE FROM tenure_jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND state IN ('succeeded', 'failed', 'cancelled');
+
+-- Fair scheduling (inside the claim's IMMEDIATE transaction: counts and choice are exact).
+
+-- name: tenant_limits
+SELECT name, max_running FROM tenure_limits WHERE scope = 'tenant' ORDER BY name;
+
+-- name: set_tenant_limit
+INSERT INTO tenure_limits (scope, name, max_running) VALUES ('tenant', :name, :n)
+ON CONFLICT (scope, name) DO UPDATE SET max_running = excluded.max_running
+RETURNING name;
+
+-- name: clear_tenant_limit
+DELETE FROM tenure_limits WHERE scope = 'tenant' AND name = :name RETURNING name;
+
+-- name: running_counts
+SELECT tenant, kind, count(*) AS running FROM tenure_jobs
+WHERE state = 'running' AND lease_until > :now
+GROUP BY tenant, kind;
+
+-- name: limited_window
+SELECT id, tenant, kind FROM (
+    SELECT * FROM (
+        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
+          AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
+        ORDER BY lease_until LIMIT :window
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'queued' AND run_after <= :now
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
+          AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
+        ORDER BY priority DESC, rowid LIMIT :window
+    )
+)
+ORDER BY priority DESC, position;

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from tenure.storage.base import (
     QueueFigure,
     TenantRecord,
 )
+from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
@@ -308,6 +309,52 @@ class SqliteStore:
             claimed = self._claim_in(conn, now, owner_id, kinds, lease_seconds, limit)
         return done, claimed
 
+    def limited_claim(
+        self,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        kind_limits: Mapping[str, int],
+    ) -> list[Lease]:
+        """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
+        kinds_json = None if kinds is None else json.dumps(list(kinds))
+        with self._write() as (conn, now):
+            tenant_limits = {
+                row["name"]: int(row["max_running"])
+                for row in conn.execute(Q["tenant_limits"]).fetchall()
+            }
+            running = conn.execute(Q["running_counts"], {"now": now}).fetchall()
+            plan = LimitPlan.of(tenant_limits, kind_limits, running)
+            window = conn.execute(
+                Q["limited_window"],
+                {
+                    "now": now,
+                    "kinds": kinds_json,
+                    "full_tenants": json.dumps(plan.full_tenants),
+                    "full_kinds": json.dumps(plan.full_kinds),
+                    "window": limit * WINDOW_PER_SLOT,
+                },
+            ).fetchall()
+            chosen = plan.choose(window, limit)
+            if not chosen:
+                return []
+            return self._claim_in(
+                conn, now, owner_id, kinds, lease_seconds, len(chosen), json.dumps(chosen)
+            )
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        return {row["name"]: int(row["max_running"]) for row in self._read("tenant_limits", {})}
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """Set (or with None, remove) a tenant's concurrency limit."""
+        with self._write() as (conn, _now):
+            if limit is None:
+                conn.execute(Q["clear_tenant_limit"], {"name": tenant})
+            else:
+                conn.execute(Q["set_tenant_limit"], {"name": tenant, "n": limit})
+
     def _claim_in(
         self,
         conn: sqlite3.Connection,
@@ -316,10 +363,11 @@ class SqliteStore:
         kinds: Sequence[str] | None,
         lease_seconds: float,
         limit: int,
+        only_ids: str | None = None,
     ) -> list[Lease]:
         kinds_json = None if kinds is None else json.dumps(list(kinds))
         leases: list[Lease] = []
-        params = {"now": now, "kinds": kinds_json}
+        params = {"now": now, "kinds": kinds_json, "only_ids": only_ids}
         for row in conn.execute(Q["claim_exhausted"], params).fetchall():
             token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
             self._event(
