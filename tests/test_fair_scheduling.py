@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 import tenure
+import tenure.ledger
 from tenure import JobState
+from tenure.proxy import proxy_to
+from tests.support.databases import PostgresServer, drop_schema, new_schema
 from tests.support.waiting import poll
 
 
@@ -151,3 +154,29 @@ def test_bad_limits_are_refused(ledger: tenure.Ledger) -> None:
     app = tenure.App()
     with pytest.raises(tenure.InvalidJobClass, match="concurrency_limit"):
         app.job("x", concurrency_limit=0)(lambda ctx, p: None)
+
+
+def test_the_limits_lookup_survives_a_database_outage(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`has_tenant_limits` is asked by the worker after every job and by its committer: with
+    PostgreSQL cut off by a real proxy it keeps its last answer instead of raising, and looks
+    again once the database is back."""
+    monkeypatch.setattr(tenure.ledger, "LIMITS_REFRESH", 0.0)
+    schema = new_schema(postgres_server)
+    try:
+        with proxy_to(postgres_server.upstream()) as proxy:
+            ledger = tenure.connect(postgres_server.proxied_url(schema, proxy.port), timeout=1.0)
+            ledger.set_tenant_limit("acme", 3)
+            assert ledger.has_tenant_limits() is True
+            proxy.cut()
+            assert ledger.has_tenant_limits() is True
+            with pytest.raises(tenure.StoreUnavailable):
+                ledger.claim_many("w", limit=1)
+            proxy.restore()
+            poll(lambda: ledger.tenant_limits() == {"acme": 3} or None, what="reconnected")
+            ledger.set_tenant_limit("acme", None)
+            assert ledger.has_tenant_limits() is False
+            ledger.close()
+    finally:
+        drop_schema(postgres_server, schema)

@@ -400,10 +400,17 @@ class Ledger:
         return self.store.tenant_limits()
 
     def has_tenant_limits(self) -> bool:
-        """Whether any tenant has a limit (looked up at most every `LIMITS_REFRESH` s)."""
+        """Whether any tenant has a limit (looked up at most every `LIMITS_REFRESH` s).
+
+        Never raises: while the database cannot be reached the last answer stands (the
+        claims themselves fail meanwhile), and it is looked up again on the next call.
+        """
         now = time.monotonic()
         if self._limits_seen_at is None or now - self._limits_seen_at > LIMITS_REFRESH:
-            self._has_limits = bool(self.store.tenant_limits())
+            try:
+                self._has_limits = bool(self.store.tenant_limits())
+            except StoreUnavailable:
+                return self._has_limits
             self._limits_seen_at = now
         return self._has_limits
 

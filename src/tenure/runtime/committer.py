@@ -116,10 +116,12 @@ class Committer:
     def _publish(self, batch: list[_Pending]) -> None:
         self.batches += 1
         outcomes = [(item.lease, item.result) for item in batch]
-        spec = None if self._claimer is None or self._stopping else self._claimer.reserve_claim()
+        spec: ClaimSpec | None = None
         leases: list[Lease] = []
         sent_at = time.monotonic()
         try:
+            if self._claimer is not None and not self._stopping:
+                spec = self._claimer.reserve_claim()
             if spec is None:
                 answers = self._ledger.complete_many(outcomes)
             else:
