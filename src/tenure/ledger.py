@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -44,6 +45,7 @@ from tenure.types import (
 )
 from tenure.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
+    EncodedJson,
     check_int,
     check_job_id,
     check_name,
@@ -79,6 +81,18 @@ def _seconds_of(value: timedelta | float, what: str) -> float:
     if not 0 <= seconds < float("inf"):
         raise InvalidArgument(f"{what} must be zero or more seconds, got {value!r}")
     return float(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """The validated fields a submit shares with every job of a `submit_many` batch."""
+
+    kind: str
+    tenant: str
+    max_attempts: int
+    priority: int
+    run_at: datetime | None
+    delay_seconds: float
 
 
 def _detail(**fields: Any) -> str:
@@ -177,33 +191,11 @@ class Ledger:
         run_after: datetime | timedelta | float | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the job is new (False: the key's existing job)."""
-        kind = check_name(kind, "kind")
-        tenant = check_name(tenant, "tenant")
+        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
+        kind, tenant = placement.kind, placement.tenant
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
-        attempts = self.default_max_attempts if max_attempts is None else max_attempts
-        attempts = check_int(attempts, "max_attempts", 1)
-        priority = check_int(priority, "priority")
-        run_at, delay = _schedule(run_after)
-        encoded = encode_json(payload, "payload", self.max_payload_bytes)
-        job = NewJob(
-            id=str(uuid.uuid4()),
-            kind=kind,
-            tenant=tenant,
-            max_attempts=attempts,
-            idempotency_key=idempotency_key,
-            payload_json=encoded.text,
-            payload_sha256=encoded.sha256,
-            run_at=run_at,
-            delay_seconds=delay,
-            priority=priority,
-            detail_json=_detail(
-                kind=kind,
-                payload_sha256=encoded.sha256,
-                payload_bytes=encoded.size,
-                priority=priority,
-            ),
-        )
+        job, encoded = self._new_job(placement, payload, idempotency_key)
         if self.store.submit(job):
             emit(
                 log,
@@ -243,41 +235,59 @@ class Ledger:
         anything is written. No idempotency keys here: a keyed job goes through `submit`.
         Returns the new ids in the order of `payloads`.
         """
-        kind = check_name(kind, "kind")
-        tenant = check_name(tenant, "tenant")
+        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument("payloads must be a list of JSON values")
         check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
-        attempts = self.default_max_attempts if max_attempts is None else max_attempts
-        attempts = check_int(attempts, "max_attempts", 1)
-        priority = check_int(priority, "priority")
-        run_at, delay = _schedule(run_after)
-        jobs = []
-        for payload in payloads:
-            encoded = encode_json(payload, "payload", self.max_payload_bytes)
-            jobs.append(
-                NewJob(
-                    id=str(uuid.uuid4()),
-                    kind=kind,
-                    tenant=tenant,
-                    max_attempts=attempts,
-                    idempotency_key=None,
-                    payload_json=encoded.text,
-                    payload_sha256=encoded.sha256,
-                    run_at=run_at,
-                    delay_seconds=delay,
-                    priority=priority,
-                    detail_json=_detail(
-                        kind=kind,
-                        payload_sha256=encoded.sha256,
-                        payload_bytes=encoded.size,
-                        priority=priority,
-                    ),
-                )
-            )
+        jobs = [self._new_job(placement, payload, None)[0] for payload in payloads]
         self.store.submit_many(jobs)
-        emit(log, logging.INFO, "jobs_submitted", kind=kind, count=len(jobs))
+        emit(log, logging.INFO, "jobs_submitted", kind=placement.kind, count=len(jobs))
         return [job.id for job in jobs]
+
+    def _placement(
+        self,
+        kind: str,
+        tenant: str,
+        max_attempts: int | None,
+        priority: int,
+        run_after: datetime | timedelta | float | None,
+    ) -> _Placement:
+        """Validate what a submit shares with every job of a batch."""
+        attempts = self.default_max_attempts if max_attempts is None else max_attempts
+        run_at, delay = _schedule(run_after)
+        return _Placement(
+            kind=check_name(kind, "kind"),
+            tenant=check_name(tenant, "tenant"),
+            max_attempts=check_int(attempts, "max_attempts", 1),
+            priority=check_int(priority, "priority"),
+            run_at=run_at,
+            delay_seconds=delay,
+        )
+
+    def _new_job(
+        self, placement: _Placement, payload: JSON, idempotency_key: str | None
+    ) -> tuple[NewJob, EncodedJson]:
+        """A new job row (and its encoded payload) with its `job_submitted` detail."""
+        encoded = encode_json(payload, "payload", self.max_payload_bytes)
+        job = NewJob(
+            id=str(uuid.uuid4()),
+            kind=placement.kind,
+            tenant=placement.tenant,
+            max_attempts=placement.max_attempts,
+            idempotency_key=idempotency_key,
+            payload_json=encoded.text,
+            payload_sha256=encoded.sha256,
+            run_at=placement.run_at,
+            delay_seconds=placement.delay_seconds,
+            priority=placement.priority,
+            detail_json=_detail(
+                kind=placement.kind,
+                payload_sha256=encoded.sha256,
+                payload_bytes=encoded.size,
+                priority=placement.priority,
+            ),
+        )
+        return job, encoded
 
     def purge(
         self,

@@ -225,27 +225,9 @@ class SqliteStore:
 
     def submit(self, job: NewJob) -> bool:
         """Insert unless the tenant's key exists; the event goes in the same transaction."""
-        run_at = None if job.run_at is None else job.run_at.timestamp()
         with self._write() as (conn, now):
-            row = conn.execute(
-                Q["submit"],
-                {
-                    "id": job.id,
-                    "kind": job.kind,
-                    "tenant": job.tenant,
-                    "max_attempts": job.max_attempts,
-                    "idempotency_key": job.idempotency_key,
-                    "payload": job.payload_json,
-                    "payload_sha256": job.payload_sha256,
-                    "run_at": run_at,
-                    "delay": job.delay_seconds,
-                    "priority": job.priority,
-                    "now": now,
-                },
-            ).fetchone()
-            if row is None:
+            if not self._insert_job(conn, now, job):
                 return False
-            self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
         LOCAL.publish(self._where, job.kind)
         return True
 
@@ -255,25 +237,32 @@ class SqliteStore:
             return 0
         with self._write() as (conn, now):
             for job in jobs:
-                conn.execute(
-                    Q["submit"],
-                    {
-                        "id": job.id,
-                        "kind": job.kind,
-                        "tenant": job.tenant,
-                        "max_attempts": job.max_attempts,
-                        "idempotency_key": None,
-                        "payload": job.payload_json,
-                        "payload_sha256": job.payload_sha256,
-                        "run_at": None if job.run_at is None else job.run_at.timestamp(),
-                        "delay": job.delay_seconds,
-                        "priority": job.priority,
-                        "now": now,
-                    },
-                )
-                self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
+                self._insert_job(conn, now, job)
         LOCAL.publish(self._where, jobs[0].kind)
         return len(jobs)
+
+    def _insert_job(self, conn: sqlite3.Connection, now: float, job: NewJob) -> bool:
+        """The job's row and its `job_submitted` event; False if its key was taken."""
+        row = conn.execute(
+            Q["submit"],
+            {
+                "id": job.id,
+                "kind": job.kind,
+                "tenant": job.tenant,
+                "max_attempts": job.max_attempts,
+                "idempotency_key": job.idempotency_key,
+                "payload": job.payload_json,
+                "payload_sha256": job.payload_sha256,
+                "run_at": None if job.run_at is None else job.run_at.timestamp(),
+                "delay": job.delay_seconds,
+                "priority": job.priority,
+                "now": now,
+            },
+        ).fetchone()
+        if row is None:
+            return False
+        self._event(conn, now, job.id, "job_submitted", 0, None, job.detail_json)
+        return True
 
     def listen(self, callback: WakeCallback) -> Callable[[], None]:
         """Wake on submits made by this process (other processes are found by polling)."""
