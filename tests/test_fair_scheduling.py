@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import tenure
-import tenure.ledger
+import tenure.ledger.limits
 from tenure import JobState
 from tenure.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema
@@ -162,7 +162,7 @@ def test_the_limits_lookup_survives_a_database_outage(
     """`has_tenant_limits` is asked by the worker after every job and by its committer: with
     PostgreSQL cut off by a real proxy it keeps its last answer instead of raising, and looks
     again once the database is back."""
-    monkeypatch.setattr(tenure.ledger, "LIMITS_REFRESH", 0.0)
+    monkeypatch.setattr(tenure.ledger.limits, "LIMITS_REFRESH", 0.0)
     schema = new_schema(postgres_server)
     try:
         with proxy_to(postgres_server.upstream()) as proxy:

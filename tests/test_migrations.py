@@ -1,4 +1,4 @@
-"""Schema migrations: numbered in lockstep, applied once under a lock, named queries in parity."""
+"""Schema migrations: numbered in lockstep across dialects, applied once under a lock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import pytest
 
 import tenure
 from tenure.storage.migrate import load_migrations
-from tenure.storage.queries import load_queries, parse_named_queries
 from tests.support.processes import release_together, worker
 
 DIALECTS = ["tenure.storage.sqlite", "tenure.storage.postgres"]
@@ -17,38 +16,6 @@ def test_dialects_define_the_same_migrations() -> None:
     sqlite, postgres = (load_migrations(d) for d in DIALECTS)
     assert [(m.version, m.name) for m in sqlite] == [(m.version, m.name) for m in postgres]
     assert [m.version for m in sqlite] == list(range(1, len(sqlite) + 1))
-
-
-def test_named_queries_cover_the_store_methods() -> None:
-    """Every store operation has a named query in each dialect (SQLite splits some in steps)."""
-    sqlite, postgres = (set(load_queries(d)) for d in DIALECTS)
-    shared = {
-        "now",
-        "submit",
-        "find_by_key",
-        "save_step",
-        "complete",
-        "fail",
-        "release",
-        "cancel",
-        "requeue",
-        "record_event",
-        "get",
-        "list",
-        "events",
-    }
-    assert shared <= sqlite and shared <= postgres
-    assert {q for q in sqlite if q.startswith("fence_")} == {
-        q for q in postgres if q.startswith("fence_")
-    }
-    assert {"exchange", "submit_many", "extend_many"} <= postgres
-    assert {"claim_exhausted", "claim_candidates", "claim_take", "extend"} <= sqlite
-
-
-def test_a_query_name_may_not_repeat() -> None:
-    """A duplicated `-- name:` block is an error, not a silent override."""
-    with pytest.raises(ValueError, match="twice"):
-        parse_named_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
 
 
 def test_migrate_is_idempotent(db_url: str) -> None:

@@ -467,7 +467,7 @@ def test_sqlite_connections_stay_few_while_many_jobs_run(tmp_path: Path) -> None
         with tenure.Worker(app, concurrency=3) as worker:
             for job_id in ids:
                 assert app.ledger.wait(job_id, 20).state is JobState.SUCCEEDED
-            opened = len(worker.ledger.store._all)  # type: ignore[union-attr]
+            opened = worker.ledger.store.connections_opened  # type: ignore[union-attr]
     finally:
         app.close()
     assert opened <= 3 + 3  # runners, keeper threads, claim loop: far below one per job

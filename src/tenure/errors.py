@@ -23,6 +23,20 @@ class StoreUnavailable(TenureError):
     """The database could not be reached or did not answer in time."""
 
 
+class StoreRejected(TenureError):
+    """The database refused a statement for a reason that retrying cannot fix. Not an outage:
+    the database answered, so a lease write that meets it has not lost track of ownership."""
+
+
+class StoreConflict(StoreRejected):
+    """A statement would break a constraint of the schema (a conflict with what is stored)."""
+
+
+class StoreBug(StoreRejected):
+    """The database could not run a statement as written (a bug in tenure, or a schema that
+    was changed by hand): report it, with the message."""
+
+
 class OwnershipUnknown(StoreUnavailable):
     """A lease operation could not reach the database: the worker may or may not still own the job.
 

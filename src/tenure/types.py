@@ -29,6 +29,43 @@ class JobState(enum.StrEnum):
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
+class EventType(enum.StrEnum):
+    """What an event of a job's flight recorder (the events table) says happened."""
+
+    JOB_SUBMITTED = "job_submitted"
+    JOB_CLAIMED = "job_claimed"
+    LEASE_EXPIRED = "lease_expired"
+    HEARTBEAT_LOST = "heartbeat_lost"
+    OWNERSHIP_UNKNOWN = "ownership_unknown"
+    STEP_STARTED = "step_started"
+    STEP_DONE = "step_done"
+    STEP_SAVED = "step_saved"
+    STEP_IN_DOUBT = "step_in_doubt"
+    TOOL_REQUEST_STARTED = "tool_request_started"
+    TOOL_OUTCOME_UNKNOWN = "tool_outcome_unknown"
+    RESULT_REJECTED = "result_rejected"
+    JOB_SUCCEEDED = "job_succeeded"
+    JOB_FAILED = "job_failed"
+    JOB_RETRY_SCHEDULED = "job_retry_scheduled"
+    JOB_RELEASED = "job_released"
+    JOB_CANCELLED = "job_cancelled"
+    JOB_REQUEUED = "job_requeued"
+    RESUME_REFUSED = "resume_refused"
+    CHECKPOINT_MIGRATED = "checkpoint_migrated"
+
+
+class CancelReason(enum.StrEnum):
+    """Why `ctx.cancelled` was set (`ctx.cancel_reason`)."""
+
+    LEASE_LOST = "lease_lost"
+    CANCELLED = "cancelled"
+    STAGE_TIMEOUT = "stage_timeout"
+    MAX_LEASE_LIFETIME = "max_lease_lifetime"
+    LEASE_UNCONFIRMED = "lease_unconfirmed"
+    OWNERSHIP_UNKNOWN = "ownership_unknown"
+    SHUTDOWN = "shutdown"
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A job as stored, read at one moment."""
@@ -90,7 +127,7 @@ class Event:
 
     seq: int
     job_id: str
-    type: str
+    type: EventType
     at: datetime
     token: int | None
     owner_id: str | None

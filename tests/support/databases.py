@@ -71,3 +71,18 @@ def drop_schema(server: PostgresServer, schema: str) -> None:
 
 def sqlite_url(folder: Path) -> str:
     return f"sqlite:///{folder / 'tenure.db'}"
+
+
+def execute_sql(url: str, statement: str) -> None:
+    """Run one statement against the test's database by hand (a schema changed outside tenure)."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            conn.execute(statement)
+        finally:
+            conn.close()
+        return
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement.encode())

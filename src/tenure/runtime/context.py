@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.errors import JobCancelled, LeaseLost, OwnershipUnknown, StageMismatch
-from tenure.types import JSON, Stage, StageKind, StageStatus
+from tenure.types import JSON, EventType, Stage, StageKind, StageStatus
 
 if TYPE_CHECKING:
     from tenure.ledger import Ledger
@@ -199,7 +199,7 @@ class JobContext:
             plan.in_doubt = True
             self._ledger.record(
                 self._run.lease,
-                "step_in_doubt",
+                EventType.STEP_IN_DOUBT,
                 position=position,
                 name=name,
                 kind=kind.value,

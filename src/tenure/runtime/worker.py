@@ -37,7 +37,7 @@ from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
 from tenure.runtime.threads import HandlerThreads
-from tenure.types import Lease, Stage
+from tenure.types import EventType, Lease, Stage
 
 log = logging.getLogger("tenure.worker")
 
@@ -426,7 +426,7 @@ class Worker:
             self._fail(run, {"code": exc.code}, retryable=False)
         except ResumeRefused as exc:
             run.log(logging.WARNING, "resume_refused", code=exc.code)
-            self._ledger().record(lease, "resume_refused", code=exc.code)
+            self._ledger().record(lease, EventType.RESUME_REFUSED, code=exc.code)
             self._fail(run, {"code": exc.code}, retryable=False)
         except ToolOutcomeUnknown:
             self._tool_outcome_unknown(run, "tool_error")
@@ -485,7 +485,7 @@ class Worker:
             self._ledger().save_step(lease, lease.step, envelope)
             self._ledger().record(
                 lease,
-                "checkpoint_migrated",
+                EventType.CHECKPOINT_MIGRATED,
                 from_version=migrated_from,
                 to_version=job_class.version,
             )
@@ -586,7 +586,7 @@ class Worker:
         run.log(logging.WARNING, "tool_outcome_unknown", **detail)
         # Logged above already; if the database is away, the retry's error code says it too.
         with contextlib.suppress(StoreUnavailable):
-            self._ledger().record(run.lease, "tool_outcome_unknown", **detail)
+            self._ledger().record(run.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
 
     def _abandon(self, run: JobRun) -> None:
         """Give a settled run's slot back: its handler may never return (Python cannot kill a

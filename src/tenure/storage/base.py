@@ -1,8 +1,10 @@
 """The Store protocol: one method per ledger operation, implemented once per dialect.
 
 A store speaks in domain types (`Job`, `Lease`, `Event`) and in JSON text it is handed; it never
-raises a driver exception (connection trouble becomes `StoreUnavailable`). It reports a lost
-lease as a falsy result and leaves the raising of `LeaseLost` to the ledger.
+raises a driver exception: connection trouble becomes `StoreUnavailable`, a constraint
+violation `StoreConflict`, a statement the database cannot run `StoreBug` (each dialect's
+`classify`). It reports a lost lease as a falsy result and leaves the raising of `LeaseLost` to
+the ledger. `storage.sql.SqlStore` implements the half that both SQL dialects share.
 """
 
 from __future__ import annotations
@@ -166,16 +168,6 @@ class Store(Protocol):
         """Advance the cursor and store the checkpoint, if the lease still holds."""
         ...
 
-    def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
-        """Mark the job succeeded with its result, if the lease still holds."""
-        ...
-
-    def complete_many(
-        self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
-    ) -> set[str]:
-        """`complete` for many jobs in one write; return the ids whose lease still held."""
-        ...
-
     def limited_claim(
         self,
         owner_id: str,
@@ -212,7 +204,8 @@ class Store(Protocol):
         lease_seconds: float,
         limit: int,
     ) -> tuple[set[str], list[Lease]]:
-        """`complete_many`, then `claim`, atomically: (completed ids, new leases)."""
+        """Mark succeeded each job whose lease still holds (with its result and event), then
+        claim up to `limit` jobs (none with 0), atomically: (completed ids, new leases)."""
         ...
 
     def fail(

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from tenure.storage.rows import Row
 
 # Claimable jobs read per claimed slot: room for skipping a few that do not fit.
 WINDOW_PER_SLOT = 8
@@ -32,7 +33,7 @@ class LimitPlan:
         cls,
         tenant_limits: Mapping[str, int],
         kind_limits: Mapping[str, int],
-        running: Iterable[Mapping[str, Any]],
+        running: Iterable[Row],
     ) -> LimitPlan:
         """From rows of (tenant, kind, running)."""
         plan = cls(tenant_limits, kind_limits)
@@ -49,7 +50,7 @@ class LimitPlan:
     def full_kinds(self) -> list[str]:
         return sorted(k for k, n in self.kind_limits.items() if self.kinds[k] >= n)
 
-    def choose(self, window: Iterable[Mapping[str, Any]], limit: int) -> list[str]:
+    def choose(self, window: Iterable[Row], limit: int) -> list[str]:
         """Ids to claim, in window order, each tenant and kind kept within its limit."""
         chosen: list[str] = []
         for row in window:

@@ -15,13 +15,22 @@ from tenure.storage.base import (
     QueueFigure,
     TenantRecord,
 )
-from tenure.types import Event, Job, JobState, Lease, Stage, StageKind, StageStatus
+from tenure.types import (
+    Event,
+    EventType,
+    Job,
+    JobState,
+    Lease,
+    Stage,
+    StageKind,
+    StageStatus,
+)
 
 
 class Row(Protocol):
     """A driver row addressable by column name (sqlite3.Row, psycopg's dict rows)."""
 
-    def __getitem__(self, key: str) -> Any: ...
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +106,7 @@ def event_from_row(row: Row, decode: Decoder) -> Event:
     return Event(
         seq=int(row["seq"]),
         job_id=str(row["job_id"]),
-        type=row["type"],
+        type=EventType(row["type"]),
         at=decode.time(row["at"]),
         token=None if row["token"] is None else int(row["token"]),
         owner_id=row["owner_id"],

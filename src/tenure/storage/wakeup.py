@@ -1,21 +1,15 @@
 """Wake-ups: a worker waiting for jobs learns of new ones at once instead of at its next poll.
 
 PostgreSQL: submits (and releases, requeues) send `NOTIFY "tenure_jobs:<schema>", '<kind>'` in
-the same statement; `PostgresListener` holds one more connection that LISTENs and calls back.
+the same statement; `storage.postgres.listener` holds one more connection that LISTENs.
 SQLite has no such channel between processes: `LOCAL` wakes the workers of this process that
 use the same file; workers in other processes fall back to polling.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from collections.abc import Callable
-
-from tenure.logs import emit
-
-log = logging.getLogger("tenure.worker")
 
 
 def channel_of(schema: str) -> str:
@@ -25,10 +19,6 @@ def channel_of(schema: str) -> str:
 
 
 WakeCallback = Callable[[str], None]
-# After a lost listening connection, try again this often; workers poll meanwhile.
-_RECONNECT_SECONDS = 1.0
-# A quiet listening connection is checked this often.
-_PROBE_SECONDS = 5.0
 
 
 class LocalWakeups:
@@ -60,55 +50,3 @@ class LocalWakeups:
 
 
 LOCAL = LocalWakeups()
-
-
-class PostgresListener:
-    """A thread with its own connection: LISTEN, then call back for each notification.
-
-    A broken connection is reopened every second; notifications sent meanwhile are lost, which
-    is why workers keep polling (at their poll interval) as the fallback.
-    """
-
-    def __init__(self, conninfo: str, callback: WakeCallback, *, wait: float = 5.0) -> None:
-        self._conninfo = conninfo
-        self._callback = callback
-        self._stop = threading.Event()
-        self.connected = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tenure-pg-listen", daemon=True)
-        self._thread.start()
-        # Listening before the caller's first claim: a job submitted in between wakes it.
-        # Not connected within `wait`: go on (the worker polls) while the thread keeps trying.
-        self.connected.wait(wait)
-
-    def _run(self) -> None:
-        import psycopg
-        from psycopg import sql
-
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    row = conn.execute("SELECT current_schema()").fetchone()
-                    channel = channel_of(str(row[0]) if row else "public")
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    self.connected.set()
-                    emit(log, logging.DEBUG, "listen_started", channel=channel)
-                    probed = time.monotonic()
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=0.5):
-                            self._callback(note.payload)
-                        if time.monotonic() - probed > _PROBE_SECONDS:
-                            # A reset connection is not reported by notifies() itself; a
-                            # round trip finds it (and tcp_user_timeout a silent one).
-                            conn.execute("SELECT 1")
-                            probed = time.monotonic()
-            except psycopg.Error as exc:
-                self.connected.clear()
-                if self._stop.is_set():
-                    return
-                emit(log, logging.WARNING, "listen_lost", error_type=type(exc).__name__)
-                self._stop.wait(_RECONNECT_SECONDS)
-
-    def close(self) -> None:
-        """Stop listening and close the connection (within about half a second)."""
-        self._stop.set()
-        self._thread.join()

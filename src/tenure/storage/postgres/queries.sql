@@ -1,4 +1,5 @@
--- Named queries of the PostgreSQL store, one block per store method (`-- name: NAME`).
+-- Named queries of the PostgreSQL store (`-- name: NAME`): a block is named after the store
+-- method that runs it; a method of several statements names its further steps `method__step`.
 -- Every statement reads the clock once, from `clock` (clock_timestamp(), not now(): now() is the
 -- start of the transaction). Where a lease end is compared on an index, the comparison reads
 -- `(SELECT now FROM clock)`: a value known before the scan bounds the index range (a join
@@ -6,8 +7,9 @@
 -- by primary key (`id = ANY (ids)`) and say `state || '' = 'running'`, which the partial
 -- index on running rows cannot answer: stale statistics (few running rows when last
 -- analyzed) must not make the planner read every running row for each batch.
--- Lease-guarded writes say state, owner_id, fencing_token and lease_until > clock.now in their
--- WHERE; the store turns zero rows into LeaseLost.
+-- Lease-guarded writes are marked `-- guard: lease` and say state = 'running', owner_id,
+-- fencing_token and lease_until > clock.now in their WHERE; the ledger turns zero rows into
+-- LeaseLost (tests/test_queries.py checks the predicate and the parity with SQLite).
 
 -- name: now
 SELECT clock_timestamp() AS now;
@@ -71,7 +73,8 @@ FROM tenure_jobs
 WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
 
 -- name: exchange
--- One statement publishes a batch of results (each guarded by its lease, like `complete`) and
+-- guard: lease
+-- One statement publishes a batch of results (each guarded by its lease) and
 -- claims the next jobs: a busy worker pays one round trip and one commit for both. A plain
 -- claim passes no results; a plain batch of completes claims nothing (no kinds, limit 0).
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -184,6 +187,7 @@ FROM done
 ORDER BY outcome, priority DESC, seq;
 
 -- name: extend_many
+-- guard: lease
 -- `held` maps each job id to [owner, token, seconds]; rows are found by primary key (id = ANY)
 -- and checked against the map: no join, so the cost stays linear in the batch (10,000 leases
 -- in one statement) whatever plan the statistics suggest.
@@ -200,6 +204,7 @@ WHERE j.id = ANY (%(job_ids)s::uuid[]) AND j.state || '' = 'running'
 RETURNING j.id::text AS id, j.lease_until;
 
 -- name: save_step
+-- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 saved AS (
     UPDATE tenure_jobs j
@@ -215,24 +220,8 @@ logged AS (
 )
 SELECT id::text AS id FROM saved;
 
--- name: complete
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
-done AS (
-    UPDATE tenure_jobs j
-    SET state = 'succeeded', result = %(result)s::jsonb, lease_until = NULL,
-        updated_at = clock.now
-    FROM clock
-    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
-      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
-    RETURNING j.id, clock.now AS at
-),
-logged AS (
-    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
-    SELECT id, 'job_succeeded', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM done
-)
-SELECT id::text AS id FROM done;
-
 -- name: fail
+-- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 failed AS (
     UPDATE tenure_jobs j
@@ -259,6 +248,7 @@ logged AS (
 SELECT id::text AS id, state FROM failed;
 
 -- name: release
+-- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 released AS (
     UPDATE tenure_jobs j
@@ -334,7 +324,7 @@ SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token
 FROM tenure_jobs
 WHERE id = %(job_id)s::uuid;
 
--- name: list
+-- name: list_jobs
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at
@@ -360,6 +350,7 @@ WHERE job_id = %(job_id)s::uuid
 ORDER BY position;
 
 -- name: stage_start
+-- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
     UPDATE tenure_jobs j
@@ -393,6 +384,7 @@ logged AS (
 SELECT id::text AS id FROM owned;
 
 -- name: stage_done
+-- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
     UPDATE tenure_jobs j
@@ -426,7 +418,7 @@ SELECT id::text AS id FROM owned;
 -- The fence receiver (FenceGuard). The decision is made in Python inside one transaction that
 -- holds the scope's row lock; these are its steps.
 
--- name: fence_lock_scope
+-- name: fence_highest__lock
 WITH created AS (
     INSERT INTO tenure_fence_scopes (scope, highest, updated_at)
     VALUES (%(scope)s, 0, clock_timestamp())
@@ -450,7 +442,7 @@ ON CONFLICT (key) DO UPDATE
 SET scope = EXCLUDED.scope, fence = EXCLUDED.fence, status = 'running', result = NULL,
     started_at = EXCLUDED.started_at, finished_at = NULL;
 
--- name: fence_raise
+-- name: fence_raise_highest
 UPDATE tenure_fence_scopes
 SET highest = GREATEST(highest, %(fence)s), updated_at = clock_timestamp()
 WHERE scope = %(scope)s;
@@ -589,7 +581,7 @@ SELECT COALESCE((SELECT max(seq) FROM scanned), %(after)s) AS last_seq,
 -- lock, so that the running counts it reads (a statement after the lock, a fresh snapshot)
 -- include every claim committed before it.
 
--- name: limits_lock
+-- name: limited_claim__lock
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':tenure:limits')) AS locked;
 
 -- name: tenant_limits
@@ -600,15 +592,15 @@ INSERT INTO tenure_limits (scope, name, max_running) VALUES ('tenant', %(name)s,
 ON CONFLICT (scope, name) DO UPDATE SET max_running = excluded.max_running
 RETURNING name;
 
--- name: clear_tenant_limit
+-- name: set_tenant_limit__clear
 DELETE FROM tenure_limits WHERE scope = 'tenant' AND name = %(name)s RETURNING name;
 
--- name: running_counts
+-- name: limited_claim__running
 SELECT tenant, kind, count(*) AS running FROM tenure_jobs
 WHERE state = 'running' AND lease_until > clock_timestamp()
 GROUP BY tenant, kind;
 
--- name: limited_window
+-- name: limited_claim__window
 -- The next claimable jobs in claim order, leaving out tenants and kinds already at their limit
 -- (the caller picks among them within the remaining room).
 SELECT id::text AS id, tenant, kind FROM (

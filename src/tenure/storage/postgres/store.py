@@ -1,52 +1,40 @@
 """The PostgreSQL store: the engine a fleet of workers on many machines shares.
 
 Each operation is one statement (data-modifying CTEs write the event beside the transition) on
-an autocommit connection from a psycopg_pool pool: one round trip per operation.
+an autocommit connection from a psycopg_pool pool: one round trip per operation. What both
+dialects share (reads, the limited claim, the fence transaction) is in `storage.sql`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, LiteralString
+from typing import Any
 
 import psycopg
 import psycopg_pool
 from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
 
-from tenure.errors import StoreUnavailable, UnsupportedDatabase
-from tenure.storage.base import (
-    ApiKeyRecord,
-    EventTotals,
-    FenceRecord,
-    KeyedJob,
-    NewJob,
-    QueueFigure,
-    TenantRecord,
+from tenure.errors import (
+    StoreBug,
+    StoreConflict,
+    StoreUnavailable,
+    TenureError,
+    UnsupportedDatabase,
 )
-from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
+from tenure.storage.base import NewJob
 from tenure.storage.migrate import load_migrations
+from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
-from tenure.storage.rows import (
-    Decoder,
-    api_key_from_row,
-    event_from_row,
-    event_totals_from_row,
-    fence_record_from_row,
-    job_from_row,
-    json_value,
-    lease_from_row,
-    queue_figure_from_row,
-    stage_from_row,
-    tenant_from_row,
-)
-from tenure.storage.wakeup import PostgresListener, WakeCallback
-from tenure.types import Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
+from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
+from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.wakeup import WakeCallback
+from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -66,6 +54,25 @@ def read_time(value: Any) -> datetime:
 
 
 DECODE = Decoder(time=read_time, json=json_value)
+
+
+def classify(exc: BaseException, where: str) -> TenureError | None:
+    """The storage boundary: a driver error as tenure's (None: not a driver error).
+
+    Connection trouble, timeouts and a closed pool mean the database is unavailable; a
+    constraint violation is a conflict; any other database error is a bug, not an outage.
+    """
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return StoreUnavailable(f"no connection to {where}: {exc}")
+    if isinstance(exc, psycopg_pool.PoolClosed):
+        return StoreUnavailable("this ledger is closed")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreUnavailable(f"{where} did not answer: {exc}")
+    if isinstance(exc, psycopg.IntegrityError):
+        return StoreConflict(f"{where} refused a write that breaks a constraint: {exc}")
+    if isinstance(exc, psycopg.Error):
+        return StoreBug(f"{where} could not run a statement: {type(exc).__name__}: {exc}")
+    return None
 
 
 def build_conninfo(url: str, timeout: float) -> str:
@@ -103,8 +110,25 @@ def _where(url: str) -> str:
     return f"PostgreSQL at {params.get('host', 'localhost')}/{params.get('dbname', '')}"
 
 
-class PostgresStore:
+def _rows(conn: psycopg.Connection[DictRow], name: str, params: Params | None) -> list[DictRow]:
+    cursor = conn.execute(Q[name], params)
+    return cursor.fetchall() if cursor.description is not None else []
+
+
+class _PostgresTx:
+    """Named queries on the connection of one open transaction."""
+
+    def __init__(self, conn: psycopg.Connection[DictRow]) -> None:
+        self._conn = conn
+
+    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        return _rows(self._conn, name, params)
+
+
+class PostgresStore(SqlStore):
     """A pool of autocommit connections; one statement per operation."""
+
+    decode = DECODE
 
     def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
         self._where = _where(url)
@@ -134,17 +158,19 @@ class PostgresStore:
                 "and does the URL name the right host, user and database?"
             ) from exc
 
+    # -- the dialect seam (see storage.sql) ------------------------------------------------
+
     @contextmanager
     def _translate(self) -> Iterator[None]:
         try:
             yield
-        except psycopg_pool.PoolTimeout as exc:
-            raise StoreUnavailable(f"no connection to {self._where}: {exc}") from exc
-        except psycopg_pool.PoolClosed as exc:
-            raise StoreUnavailable("this ledger is closed") from exc
-        except psycopg.OperationalError as exc:
-            self._check_pool_soon()
-            raise StoreUnavailable(f"{self._where} did not answer: {exc}") from exc
+        except Exception as exc:
+            error = classify(exc, self._where)
+            if error is None:
+                raise
+            if isinstance(error, StoreUnavailable):
+                self._check_pool_soon()
+            raise error from exc
 
     def _check_pool_soon(self) -> None:
         """After a connection error, test the idle connections in the background: a network
@@ -165,14 +191,34 @@ class PostgresStore:
 
         threading.Thread(target=check, name="tenure-pg-pool-check", daemon=True).start()
 
-    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[DictRow]:
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[DictRow]]:
+        """A pooled connection, translated errors, and a client-side deadline."""
         deadline = self._timeout + _CLIENT_GRACE_SECONDS
         with (
             self._translate(),
             self._pool.connection() as conn,
             self._watchdog.deadline(deadline, conn),
         ):
-            return conn.execute(Q[name], params).fetchall()
+            yield conn
+
+    def _read_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        with self._connection() as conn:
+            return _rows(conn, name, params)
+
+    # Autocommit: a single statement is its own transaction.
+    _write_rows = _read_rows
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_PostgresTx]:
+        with self._connection() as conn, conn.transaction():
+            yield _PostgresTx(conn)
+
+    def _array(self, values: Sequence[str] | None) -> list[str] | None:
+        return None if values is None else list(values)
+
+    def _limited_claim_lock(self, tx: Tx) -> None:
+        tx.rows("limited_claim__lock")
 
     # -- schema ------------------------------------------------------------------------------
 
@@ -197,15 +243,11 @@ class PostgresStore:
                 applied_now.append(migration.version)
         return applied_now
 
-    def now(self) -> datetime:
-        """PostgreSQL's clock_timestamp()."""
-        return read_time(self._fetch("now")[0]["now"])
-
     # -- jobs --------------------------------------------------------------------------------
 
     def submit(self, job: NewJob) -> bool:
         """Insert unless the tenant's key exists; one statement with its event."""
-        rows = self._fetch(
+        rows = self._write_rows(
             "submit",
             {
                 "id": job.id,
@@ -228,7 +270,7 @@ class PostgresStore:
         if not jobs:
             return 0
         first = jobs[0]
-        rows = self._fetch(
+        rows = self._write_rows(
             "submit_many",
             {
                 "ids": [job.id for job in jobs],
@@ -249,19 +291,6 @@ class PostgresStore:
         """Call `callback(kind)` when jobs of `kind` become claimable; returns the stop."""
         return PostgresListener(self._conninfo, callback, wait=self._timeout).close
 
-    def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
-        """The job holding the key, if any."""
-        rows = self._fetch("find_by_key", {"tenant": tenant, "idempotency_key": idempotency_key})
-        if not rows:
-            return None
-        return KeyedJob(rows[0]["id"], rows[0]["kind"], rows[0]["payload_sha256"])
-
-    def claim(
-        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
-    ) -> list[Lease]:
-        """One statement: settle expired leases, lock candidates SKIP LOCKED, take them."""
-        return self.exchange([], [], [], owner_id, kinds, lease_seconds, limit)[1]
-
     def exchange(
         self,
         leases: Sequence[Lease],
@@ -272,46 +301,45 @@ class PostgresStore:
         lease_seconds: float,
         limit: int,
     ) -> tuple[set[str], list[Lease]]:
-        """`complete_many` and `claim` in one statement."""
-        rows = self._fetch(
+        """Publish results and claim in one statement."""
+        rows = self._write_rows(
             "exchange",
-            {
-                "job_ids": [lease.job_id for lease in leases],
-                "given": _results_map(leases, results_json, details_json),
-                "owner_id": owner_id,
-                "kinds": None if kinds is None else list(kinds),
-                "lease_seconds": lease_seconds,
-                "limit": limit,
-                "only_ids": None,
-            },
+            _exchange_params(
+                leases, results_json, details_json, owner_id, kinds, lease_seconds, limit, None
+            ),
         )
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
-        claimed = [
-            lease_from_row(row, owner_id, lease_seconds, DECODE)
-            for row in rows
-            if row["outcome"] == "claimed"
-        ]
-        return done, claimed
+        return done, _claimed(rows, owner_id, lease_seconds)
+
+    def _exchange_in(
+        self,
+        tx: Tx,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        only_ids: Sequence[str] | None,
+    ) -> list[Lease]:
+        params = _exchange_params([], [], [], owner_id, kinds, lease_seconds, limit, only_ids)
+        return _claimed(tx.rows("exchange", params), owner_id, lease_seconds)
 
     def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
-        """One UPDATE over unnest() renews every lease still held."""
+        """One UPDATE renews every lease still held."""
         if not leases:
             return {}
         held = {
             lease.job_id: [lease.owner_id, lease.token, float(s)]
             for lease, s in zip(leases, seconds, strict=True)
         }
-        rows = self._fetch(
+        rows = self._write_rows(
             "extend_many",
             {"job_ids": list(held), "held": json.dumps(held, separators=(",", ":"))},
         )
         return {row["id"]: read_time(row["lease_until"]) for row in rows}
 
-    def _guarded(self, query: LiteralString, lease: Lease, **values: Any) -> list[DictRow]:
-        return self._fetch(
-            query,
-            {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token, **values},
-        )
+    def _guarded(self, query: str, lease: Lease, **values: Any) -> Sequence[Row]:
+        held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+        return self._write_rows(query, {**held, **values})
 
     def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
         """Advance the cursor if the lease holds."""
@@ -320,19 +348,6 @@ class PostgresStore:
                 "save_step", lease, step=step, checkpoint=checkpoint_json, detail=detail_json
             )
         )
-
-    def complete(self, lease: Lease, result_json: str, detail_json: str) -> bool:
-        """Succeed the job if the lease holds."""
-        return bool(self._guarded("complete", lease, result=result_json, detail=detail_json))
-
-    def complete_many(
-        self, leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
-    ) -> set[str]:
-        """Succeed every job whose lease holds, in one statement; return their ids."""
-        if not leases:
-            return set()
-        owner = leases[0].owner_id
-        return self.exchange(leases, results_json, details_json, owner, [], 1.0, 0)[0]
 
     def fail(
         self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
@@ -349,15 +364,11 @@ class PostgresStore:
 
     def cancel(self, job_id: str) -> bool:
         """Cancel and bump the token in one write."""
-        return bool(self._fetch("cancel", {"job_id": job_id}))
+        return bool(self._write_rows("cancel", {"job_id": job_id}))
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
-        return bool(self._fetch("requeue", {"job_id": job_id}))
-
-    def stages(self, job_id: str) -> list[Stage]:
-        """The job's recorded steps and effects."""
-        return [stage_from_row(row, DECODE) for row in self._fetch("stages", {"job_id": job_id})]
+        return bool(self._write_rows("requeue", {"job_id": job_id}))
 
     def stage_start(
         self,
@@ -403,190 +414,16 @@ class PostgresStore:
             )
         )
 
-    def record_event(
-        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
-    ) -> bool:
-        """Append an event (autocommit: its own transaction)."""
-        return bool(
-            self._fetch(
-                "record_event",
-                {
-                    "job_id": job_id,
-                    "type": type,
-                    "token": token,
-                    "owner_id": owner_id,
-                    "detail": detail_json,
-                },
-            )
-        )
-
-    def get(self, job_id: str) -> Job | None:
-        """The job, or None."""
-        rows = self._fetch("get", {"job_id": job_id})
-        return job_from_row(rows[0], DECODE) if rows else None
-
-    def list_jobs(
-        self,
-        state: JobState | None,
-        kind: str | None,
-        tenant: str | None,
-        limit: int,
-        after: str | None,
-    ) -> list[Job]:
-        """Newest first, filtered, paged by `after`."""
-        rows = self._fetch(
-            "list",
-            {
-                "state": None if state is None else state.value,
-                "kind": kind,
-                "tenant": tenant,
-                "limit": limit,
-                "after": after,
-            },
-        )
-        return [job_from_row(row, DECODE) for row in rows]
-
-    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
-        """How many jobs are in each state."""
-        rows = self._fetch("count_by_state", {"kind": kind, "tenant": tenant})
-        return {JobState(row["state"]): int(row["n"]) for row in rows}
-
-    def events(self, job_id: str) -> list[Event]:
-        """The job's events in order."""
-        return [event_from_row(row, DECODE) for row in self._fetch("events", {"job_id": job_id})]
-
-    # -- operations: figures and tenants --------------------------------------------------
-
-    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
-        """Counts and lease figures per kind (and tenant) and state, at one clock reading."""
-        rows = self._fetch("queue_figures", {"by_tenant": by_tenant})
-        return [queue_figure_from_row(row) for row in rows]
-
-    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
-        """Recovery event counts per kind (and tenant)."""
-        rows = self._fetch("event_totals", {"by_tenant": by_tenant})
-        return [event_totals_from_row(row) for row in rows]
+    # -- tenants and retention ---------------------------------------------------------------
 
     def create_tenant(self, name: str, key_id: str, key_sha256: str) -> bool:
         """The tenant and its first key in one statement."""
         params = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256}
-        return bool(self._fetch("create_tenant", params))
-
-    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
-        """Another key for an existing tenant."""
-        params = {"tenant": tenant, "key_id": key_id, "key_sha256": key_sha256}
-        return bool(self._fetch("add_api_key", params))
-
-    def api_key(self, key_id: str) -> ApiKeyRecord | None:
-        """The key with this id."""
-        rows = self._fetch("api_key", {"key_id": key_id})
-        return api_key_from_row(rows[0]) if rows else None
-
-    def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
-        """Revoke live keys; how many."""
-        return len(self._fetch("revoke_api_keys", {"tenant": tenant, "key_id": key_id}))
-
-    def tenants(self) -> list[TenantRecord]:
-        """Every tenant, by name."""
-        return [tenant_from_row(row, DECODE) for row in self._fetch("tenants")]
-
-    @contextmanager
-    def fence_transaction(self) -> Iterator[PostgresFenceTx]:
-        """One transaction; the scope row's FOR UPDATE lock serialises decisions per scope."""
-        deadline = self._timeout + _CLIENT_GRACE_SECONDS
-        with (
-            self._translate(),
-            self._pool.connection() as conn,
-            self._watchdog.deadline(deadline, conn),
-            conn.transaction(),
-        ):
-            yield PostgresFenceTx(conn)
-
-    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
-        """Store the result of a running key."""
-        return bool(
-            self._fetch("fence_finish", {"key": key, "fence": fence, "result": result_json})
-        )
-
-    def fence_forget(self, key: str, fence: int) -> None:
-        """Drop a running key."""
-        with self._translate(), self._pool.connection() as conn:
-            conn.execute(Q["fence_forget"], {"key": key, "fence": fence})
-
-    def fence_lookup(self, key: str) -> FenceRecord | None:
-        """The record of `key`."""
-        rows = self._fetch("fence_lookup", {"key": key})
-        return fence_record_from_row(rows[0], DECODE) if rows else None
-
-    def limited_claim(
-        self,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        kind_limits: Mapping[str, int],
-    ) -> list[Lease]:
-        """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
-        deadline = self._timeout + _CLIENT_GRACE_SECONDS
-        kind_list = None if kinds is None else list(kinds)
-        with (
-            self._translate(),
-            self._pool.connection() as conn,
-            self._watchdog.deadline(deadline, conn),
-            conn.transaction(),
-        ):
-            conn.execute(Q["limits_lock"])
-            tenant_limits = {
-                row["name"]: int(row["max_running"])
-                for row in conn.execute(Q["tenant_limits"]).fetchall()
-            }
-            plan = LimitPlan.of(
-                tenant_limits, kind_limits, conn.execute(Q["running_counts"]).fetchall()
-            )
-            window = conn.execute(
-                Q["limited_window"],
-                {
-                    "kinds": kind_list,
-                    "full_tenants": plan.full_tenants,
-                    "full_kinds": plan.full_kinds,
-                    "window": limit * WINDOW_PER_SLOT,
-                },
-            ).fetchall()
-            chosen = plan.choose(window, limit)
-            if not chosen:
-                return []
-            rows = conn.execute(
-                Q["exchange"],
-                {
-                    "job_ids": [],
-                    "given": "{}",
-                    "owner_id": owner_id,
-                    "kinds": kind_list,
-                    "lease_seconds": lease_seconds,
-                    "limit": len(chosen),
-                    "only_ids": chosen,
-                },
-            ).fetchall()
-        return [
-            lease_from_row(row, owner_id, lease_seconds, DECODE)
-            for row in rows
-            if row["outcome"] == "claimed"
-        ]
-
-    def tenant_limits(self) -> dict[str, int]:
-        """Every tenant's concurrency limit."""
-        return {row["name"]: int(row["max_running"]) for row in self._fetch("tenant_limits", {})}
-
-    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
-        """Set (or with None, remove) a tenant's concurrency limit."""
-        if limit is None:
-            self._fetch("clear_tenant_limit", {"name": tenant})
-        else:
-            self._fetch("set_tenant_limit", {"name": tenant, "n": limit})
+        return bool(self._write_rows("create_tenant", params))
 
     def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
         """One bounded purge step: one statement."""
-        row = self._fetch(
+        row = self._write_rows(
             "purge_batch",
             {"after": after, "scan": scan, "older_than": older_than, "keep_keys": keep_keys},
         )[0]
@@ -607,31 +444,33 @@ class PostgresStore:
         self._watchdog.stop()
 
 
-class PostgresFenceTx:
-    """Fence decision steps inside one transaction."""
+def _exchange_params(
+    leases: Sequence[Lease],
+    results_json: Sequence[str],
+    details_json: Sequence[str],
+    owner_id: str,
+    kinds: Sequence[str] | None,
+    lease_seconds: float,
+    limit: int,
+    only_ids: Sequence[str] | None,
+) -> dict[str, Any]:
+    return {
+        "job_ids": [lease.job_id for lease in leases],
+        "given": _results_map(leases, results_json, details_json),
+        "owner_id": owner_id,
+        "kinds": None if kinds is None else list(kinds),
+        "lease_seconds": lease_seconds,
+        "limit": limit,
+        "only_ids": None if only_ids is None else list(only_ids),
+    }
 
-    def __init__(self, conn: psycopg.Connection[DictRow]) -> None:
-        self._conn = conn
 
-    def highest(self, scope: str) -> int:
-        """Lock the scope's row (creating it at 0) and return its highest accepted fence."""
-        self._conn.execute(Q["fence_lock_scope"], {"scope": scope})
-        row = self._conn.execute(Q["fence_highest"], {"scope": scope}).fetchone()
-        assert row is not None
-        return int(row["highest"])
-
-    def get(self, key: str) -> FenceRecord | None:
-        """The record of `key`, locked."""
-        row = self._conn.execute(Q["fence_get"], {"key": key}).fetchone()
-        return None if row is None else fence_record_from_row(row, DECODE)
-
-    def begin(self, key: str, scope: str, fence: int) -> None:
-        """Mark `key` running under `fence`."""
-        self._conn.execute(Q["fence_begin"], {"key": key, "scope": scope, "fence": fence})
-
-    def raise_highest(self, scope: str, fence: int) -> None:
-        """highest := max(highest, fence)."""
-        self._conn.execute(Q["fence_raise"], {"scope": scope, "fence": fence})
+def _claimed(rows: Sequence[Row], owner_id: str, lease_seconds: float) -> list[Lease]:
+    return [
+        lease_from_row(row, owner_id, lease_seconds, DECODE)
+        for row in rows
+        if row["outcome"] == "claimed"
+    ]
 
 
 def _results_map(

@@ -1,7 +1,10 @@
--- Named queries of the SQLite store, one block per step of a store method (`-- name: NAME`).
+-- Named queries of the SQLite store (`-- name: NAME`): a block is named after the store method
+-- that runs it; a method of several statements names its further steps `method__step`.
 -- Writes run inside BEGIN IMMEDIATE; `:now` is read from SQLite's clock (query `now`) once the
 -- write lock is held, so every comparison in the transaction uses one database time.
--- Lease-guarded writes say state, owner_id, fencing_token and lease_until > :now in their WHERE.
+-- Lease-guarded writes are marked `-- guard: lease` and say state = 'running', owner_id,
+-- fencing_token and lease_until > :now in their WHERE (tests/test_queries.py checks both the
+-- predicate and that PostgreSQL guards the same methods).
 
 -- name: now
 SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
@@ -14,16 +17,34 @@ VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
+-- name: submit_many
+-- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text]: one
+-- statement for the whole batch, read element by element (linear in the batch).
+INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
+                         priority, created_at, updated_at)
+SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
+       json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
+       COALESCE(:run_at, :now + :delay), :priority, :now, :now
+FROM json_each(:jobs) AS g
+ORDER BY g.key;
+
+-- name: submit_many__events
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+SELECT json_extract(g.value, '$[0]'), 'job_submitted', :now, 0, NULL,
+       json_extract(g.value, '$[3]')
+FROM json_each(:jobs) AS g
+ORDER BY g.key;
+
 -- name: find_by_key
 SELECT id, kind, payload_sha256
 FROM tenure_jobs
 WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
 
--- name: insert_event
+-- name: record_event__unchecked
 INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
 VALUES (:job_id, :type, :now, :token, :owner_id, :detail);
 
--- name: claim_exhausted
+-- name: exchange__exhausted
 UPDATE tenure_jobs
 SET state = 'failed', lease_until = NULL, updated_at = :now,
     error = json_object('code', 'lease_expired',
@@ -32,7 +53,7 @@ WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
 RETURNING id, fencing_token, owner_id, attempt;
 
--- name: claim_candidates
+-- name: exchange__candidates
 -- Two scans, each on its own partial index and stopping at the limit (an OR of both would
 -- read and sort every queued row on each claim).
 SELECT id, state, owner_id FROM (
@@ -57,7 +78,7 @@ SELECT id, state, owner_id FROM (
 ORDER BY priority DESC, position
 LIMIT :limit;
 
--- name: claim_take
+-- name: exchange__take
 UPDATE tenure_jobs
 SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds,
     heartbeat_at = :now, fencing_token = fencing_token + 1, attempt = attempt + 1,
@@ -66,7 +87,8 @@ WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
           lease_until, :now AS claimed_at;
 
--- name: extend
+-- name: extend_many
+-- guard: lease
 UPDATE tenure_jobs
 SET lease_until = :now + :lease_seconds, heartbeat_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -74,13 +96,15 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id, lease_until;
 
 -- name: save_step
+-- guard: lease
 UPDATE tenure_jobs
 SET step = :step, checkpoint = :checkpoint, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;
 
--- name: complete
+-- name: exchange__complete
+-- guard: lease
 UPDATE tenure_jobs
 SET state = 'succeeded', result = :result, lease_until = NULL, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -88,6 +112,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id;
 
 -- name: fail
+-- guard: lease
 UPDATE tenure_jobs
 SET state = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
                  THEN 'queued' ELSE 'failed' END,
@@ -101,6 +126,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id, state, attempt, run_after;
 
 -- name: release
+-- guard: lease
 UPDATE tenure_jobs
 SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
     run_after = :now, updated_at = :now
@@ -108,7 +134,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;
 
--- name: state_of
+-- name: cancel__was
 SELECT state FROM tenure_jobs WHERE id = :job_id;
 
 -- name: cancel
@@ -117,6 +143,9 @@ SET state = 'cancelled', fencing_token = fencing_token + 1, lease_until = NULL,
     updated_at = :now
 WHERE id = :job_id AND state IN ('queued', 'running')
 RETURNING id, fencing_token, owner_id;
+
+-- name: requeue__was
+SELECT state FROM tenure_jobs WHERE id = :job_id;
 
 -- name: requeue
 UPDATE tenure_jobs
@@ -140,7 +169,7 @@ SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_
 FROM tenure_jobs
 WHERE id = :job_id;
 
--- name: list
+-- name: list_jobs
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
        run_after, priority, created_at, updated_at
@@ -165,48 +194,50 @@ FROM tenure_stages
 WHERE job_id = :job_id
 ORDER BY position;
 
--- name: touch_owned
+-- name: stage_start
+-- guard: lease
 UPDATE tenure_jobs
 SET updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;
 
--- name: stage_start
+-- name: stage_start__stage
 INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
 VALUES (:job_id, :position, :name, :kind, 'started', :token, :now)
 ON CONFLICT (job_id, position) DO UPDATE
 SET status = 'started', token = excluded.token, started_at = excluded.started_at,
     result = NULL, finished_at = NULL;
 
--- name: effect_start
+-- name: stage_start__effect
 INSERT INTO tenure_effects (job_id, name, idempotency_key, status, token, started_at)
 VALUES (:job_id, :name, :effect_key, 'started', :token, :now)
 ON CONFLICT (job_id, name) DO UPDATE
 SET status = 'started', token = excluded.token, started_at = excluded.started_at,
     result = NULL, finished_at = NULL;
 
--- name: advance_cursor
+-- name: stage_done
+-- guard: lease
 UPDATE tenure_jobs
 SET step = :position + 1, updated_at = :now, checkpoint = COALESCE(:checkpoint, checkpoint)
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;
 
--- name: stage_done
+-- name: stage_done__stage
 UPDATE tenure_stages
 SET status = 'done', result = :result, finished_at = :now
 WHERE job_id = :job_id AND position = :position
 RETURNING name, kind;
 
--- name: effect_done
+-- name: stage_done__effect
 UPDATE tenure_effects
 SET status = 'done', result = :result, finished_at = :now
 WHERE job_id = :job_id AND name = :name;
 
 -- The fence receiver (FenceGuard): steps of one BEGIN IMMEDIATE transaction.
 
--- name: fence_lock_scope
+-- name: fence_highest__lock
 INSERT INTO tenure_fence_scopes (scope, highest, updated_at)
 VALUES (:scope, 0, :now)
 ON CONFLICT (scope) DO NOTHING;
@@ -226,7 +257,7 @@ ON CONFLICT (key) DO UPDATE
 SET scope = excluded.scope, fence = excluded.fence, status = 'running', result = NULL,
     started_at = excluded.started_at, finished_at = NULL;
 
--- name: fence_raise
+-- name: fence_raise_highest
 UPDATE tenure_fence_scopes
 SET highest = MAX(highest, :fence), updated_at = :now
 WHERE scope = :scope;
@@ -242,7 +273,7 @@ DELETE FROM tenure_fence_results
 WHERE key = :key AND status = 'running' AND fence = :fence;
 
 -- name: fence_lookup
-SELECT status, fence, result, :now - started_at AS age
+SELECT status, fence, result, (julianday('now') - 2440587.5) * 86400.0 - started_at AS age
 FROM tenure_fence_results
 WHERE key = :key;
 
@@ -311,21 +342,21 @@ FROM tenure_tenants t LEFT JOIN tenure_api_keys k ON k.tenant = t.name
 GROUP BY t.name, t.created_at
 ORDER BY t.name;
 
--- name: purge_scan
+-- name: purge_batch__scan
 -- The next `scan` jobs in submission order (rowid) for one bounded purge step.
 SELECT rowid AS seq, id, state, updated_at, created_at, idempotency_key FROM tenure_jobs
 WHERE rowid > :after ORDER BY rowid LIMIT :scan;
 
--- name: purge_events
+-- name: purge_batch__events
 DELETE FROM tenure_events WHERE job_id IN (SELECT value FROM json_each(:ids));
 
--- name: purge_stages
+-- name: purge_batch__stages
 DELETE FROM tenure_stages WHERE job_id IN (SELECT value FROM json_each(:ids));
 
--- name: purge_effects
+-- name: purge_batch__effects
 DELETE FROM tenure_effects WHERE job_id IN (SELECT value FROM json_each(:ids));
 
--- name: purge_jobs
+-- name: purge_batch__jobs
 DELETE FROM tenure_jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND state IN ('succeeded', 'failed', 'cancelled');
@@ -340,15 +371,15 @@ INSERT INTO tenure_limits (scope, name, max_running) VALUES ('tenant', :name, :n
 ON CONFLICT (scope, name) DO UPDATE SET max_running = excluded.max_running
 RETURNING name;
 
--- name: clear_tenant_limit
+-- name: set_tenant_limit__clear
 DELETE FROM tenure_limits WHERE scope = 'tenant' AND name = :name RETURNING name;
 
--- name: running_counts
+-- name: limited_claim__running
 SELECT tenant, kind, count(*) AS running FROM tenure_jobs
 WHERE state = 'running' AND lease_until > :now
 GROUP BY tenant, kind;
 
--- name: limited_window
+-- name: limited_claim__window
 SELECT id, tenant, kind FROM (
     SELECT * FROM (
         SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs

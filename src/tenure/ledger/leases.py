@@ -1,0 +1,403 @@
+"""The lease protocol: claim, renew, record stages, publish, fail, release.
+
+Every write that acts for a lease is conditional on the lease still being held by the
+database's clock (the `-- guard: lease` blocks of each dialect's queries.sql); zero rows raise
+`LeaseLost` and are recorded as `result_rejected` (or `heartbeat_lost`). A database that cannot
+be reached during a lease write raises `OwnershipUnknown`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
+
+from tenure.errors import (
+    InvalidArgument,
+    JobNotFound,
+    LeaseLost,
+    OwnershipUnknown,
+    StoreUnavailable,
+    TenureError,
+)
+from tenure.ledger.core import backoff_delay, event_detail
+from tenure.ledger.limits import Limits
+from tenure.logs import emit
+from tenure.types import JSON, EventType, ExtendResult, JobState, Lease, StageKind
+from tenure.validation import check_int, check_name, check_seconds, encode_json
+
+log = logging.getLogger("tenure")
+T = TypeVar("T")
+
+
+class Leases(Limits):
+    """The lease-guarded operations of the `Ledger`."""
+
+    def claim(
+        self,
+        owner_id: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+    ) -> Lease | None:
+        """Atomically take the best claimable job (priority, then age), or None.
+
+        Claimable: queued and due, or running with an expired lease (by the database's clock).
+        The claim increments the job's fencing token and attempt. It also settles expired
+        leases of the kinds asked for: a job with no attempts left becomes `failed`
+        (`lease_expired`).
+        """
+        leases = self.claim_many(owner_id, limit=1, kinds=kinds, lease_seconds=lease_seconds)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+        kind_limits: Mapping[str, int] | None = None,
+    ) -> list[Lease]:
+        """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
+
+        With `kind_limits` ({kind: n}), or once any tenant has a limit (`set_tenant_limit`),
+        the claim keeps every kind and tenant within its limit, across workers: a serialised
+        transaction of a few statements instead of one.
+        """
+        owner_id = check_name(owner_id, "owner id")
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        limit = check_int(limit, "limit", 1)
+        kind_list = _kinds(kinds)
+        limits = {
+            check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
+            for kind, n in (kind_limits or {}).items()
+            if kind_list is None or kind in kind_list
+        }
+        if limits or self.has_tenant_limits():
+            leases = self.store.limited_claim(owner_id, kind_list, seconds, limit, limits)
+        else:
+            leases = self.store.claim(owner_id, kind_list, seconds, limit)
+        self._log_claims(leases, owner_id)
+        return leases
+
+    def complete_and_claim(
+        self,
+        outcomes: Sequence[tuple[Lease, JSON]],
+        owner_id: str,
+        *,
+        limit: int,
+        kinds: Sequence[str] | None = None,
+        lease_seconds: float = 90.0,
+    ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
+        """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
+        finished and takes its next jobs in one round trip. Returns the answers per job (as
+        `complete_many`) and the new leases."""
+        owner_id = check_name(owner_id, "owner id")
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        limit = check_int(limit, "limit", 1)
+        kind_list = _kinds(kinds)
+        answers, leases = self._publish(
+            outcomes,
+            lambda done, texts, details: self.store.exchange(
+                done, texts, details, owner_id, kind_list, seconds, limit
+            ),
+        )
+        self._log_claims(leases, owner_id)
+        return answers, leases
+
+    @staticmethod
+    def _log_claims(leases: Sequence[Lease], owner_id: str) -> None:
+        for lease in leases:
+            emit(
+                log,
+                logging.INFO,
+                "job_claimed",
+                job=lease.job_id,
+                token=lease.token,
+                attempt=lease.attempt,
+                owner=owner_id,
+                lease_until=lease.lease_until,
+            )
+
+    def extend(self, lease: Lease, lease_seconds: float | None = None) -> datetime:
+        """Renew the lease from the database's now; return the new lease end.
+
+        Raises `LeaseLost` when the lease no longer holds, `OwnershipUnknown` when the database
+        does not answer.
+        """
+        result = self.extend_many([lease], lease_seconds)
+        if lease.job_id in result.renewed:
+            return result.renewed[lease.job_id]
+        raise LeaseLost(
+            f"job {lease.job_id}: token {lease.token} no longer holds the lease; stop and "
+            "publish nothing"
+        )
+
+    def extend_many(
+        self, leases: Sequence[Lease], lease_seconds: float | None = None
+    ) -> ExtendResult:
+        """Renew many leases in one statement. Lost ones are reported, not raised."""
+        seconds = [
+            check_seconds(
+                lease_seconds if lease_seconds is not None else lease.lease_seconds, "lease_seconds"
+            )
+            for lease in leases
+        ]
+        try:
+            renewed = self.store.extend_many(leases, seconds)
+        except StoreUnavailable as exc:
+            for lease in leases:
+                self._ownership_unknown(lease, "extend", exc)
+            raise OwnershipUnknown(
+                f"could not renew {len(leases)} lease(s): {exc}; start no new irreversible step"
+            ) from exc
+        self._confirm_unconfirmed()
+        lost = [lease.job_id for lease in leases if lease.job_id not in renewed]
+        for lease in leases:
+            if lease.job_id in lost:
+                self._reject(lease, EventType.HEARTBEAT_LOST, "extend")
+            else:
+                emit(
+                    log,
+                    logging.INFO,
+                    "heartbeat_ok",
+                    job=lease.job_id,
+                    token=lease.token,
+                    lease_until=renewed[lease.job_id],
+                )
+        return ExtendResult(renewed=renewed, lost=lost)
+
+    def save_step(self, lease: Lease, step: int, checkpoint: JSON = None) -> None:
+        """Advance the job's cursor to `step` and keep `checkpoint`, while the lease holds."""
+        step = check_int(step, "step", 0)
+        encoded = encode_json(checkpoint, "checkpoint", self.max_payload_bytes)
+        detail = event_detail(
+            step=step, checkpoint_bytes=encoded.size, checkpoint_sha256=encoded.sha256
+        )
+        done = self._guard(
+            lease, "save_step", lambda: self.store.save_step(lease, step, encoded.text, detail)
+        )
+        if not done:
+            self._lost(lease, "save_step")
+
+    def complete(self, lease: Lease, result: JSON = None) -> None:
+        """Publish the result and end the job `succeeded`, while the lease holds.
+
+        A stale lease raises `LeaseLost`; the rejected result is recorded as an event (its size
+        and hash only) and never becomes the job's result.
+        """
+        answer = self.complete_many([(lease, result)])[lease.job_id]
+        if answer is not None:
+            raise answer
+
+    def complete_many(
+        self, outcomes: Sequence[tuple[Lease, JSON]]
+    ) -> dict[str, TenureError | None]:
+        """`complete` for many leases in one statement (one transaction on SQLite).
+
+        Returns, per job id, None when published, or the error `complete` would have raised
+        for that job alone (`LeaseLost`, `PayloadTooLarge`, …). Raises `OwnershipUnknown` for
+        all of them when the database cannot be reached.
+        """
+
+        def write(
+            leases: builtins.list[Lease], texts: builtins.list[str], details: builtins.list[str]
+        ) -> tuple[set[str], builtins.list[Lease]]:
+            if not leases:
+                return set(), []
+            # Limit 0 and no kinds: the statement publishes and claims nothing.
+            return self.store.exchange(leases, texts, details, leases[0].owner_id, [], 1.0, 0)
+
+        return self._publish(outcomes, write)[0]
+
+    def _publish(
+        self,
+        outcomes: Sequence[tuple[Lease, JSON]],
+        write: Callable[
+            [builtins.list[Lease], builtins.list[str], builtins.list[str]],
+            tuple[set[str], builtins.list[Lease]],
+        ],
+    ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
+        """Encode each result (refusing bad ones alone), write, and answer per job."""
+        answers: dict[str, TenureError | None] = {}
+        leases: builtins.list[Lease] = []
+        texts: builtins.list[str] = []
+        details: builtins.list[str] = []
+        digests: dict[str, str] = {}
+        for lease, result in outcomes:
+            try:
+                encoded = encode_json(result, "result", self.max_payload_bytes)
+            except TenureError as exc:
+                answers[lease.job_id] = exc
+                continue
+            leases.append(lease)
+            texts.append(encoded.text)
+            details.append(event_detail(result_bytes=encoded.size, result_sha256=encoded.sha256))
+            digests[lease.job_id] = encoded.sha256
+        try:
+            done, claimed = write(leases, texts, details)
+        except StoreUnavailable as exc:
+            for lease in leases:
+                self._ownership_unknown(lease, "complete", exc)
+            raise OwnershipUnknown(
+                f"could not complete {len(leases)} job(s): {exc}; whether their leases still "
+                "hold is unknown"
+            ) from exc
+        self._confirm_unconfirmed()
+        for lease in leases:
+            if lease.job_id in done:
+                answers[lease.job_id] = None
+                continue
+            try:
+                self._lost(lease, "complete", result_sha256=digests[lease.job_id])
+            except TenureError as exc:
+                answers[lease.job_id] = exc
+        return answers, claimed
+
+    def fail(
+        self,
+        lease: Lease,
+        error: JSON,
+        *,
+        retryable: bool = True,
+        retry_in: float | None = None,
+    ) -> JobState:
+        """Fail this attempt. Retryable with attempts left: queued again after an exponential,
+        jittered backoff (or `retry_in` seconds). Otherwise the job ends `failed`.
+
+        Returns the job's new state.
+        """
+        if isinstance(error, str):
+            error = {"code": "error", "message": error}
+        encoded = encode_json(error, "error", self.max_payload_bytes)
+        delay: float | None = None
+        if retryable:
+            delay = (
+                check_seconds(retry_in, "retry_in")
+                if retry_in is not None
+                else backoff_delay(lease.attempt, self.backoff_base, self.backoff_cap)
+            )
+        code = error.get("code") if isinstance(error, dict) else None
+        detail = event_detail(
+            code=code if isinstance(code, str) else None,
+            retryable=retryable,
+            error_sha256=encoded.sha256,
+        )
+        state = self._guard(
+            lease, "fail", lambda: self.store.fail(lease, encoded.text, delay, detail)
+        )
+        if state is None:
+            self._lost(lease, "fail")
+        return state
+
+    def release(self, lease: Lease) -> None:
+        """Give the job back at once, without spending the attempt (graceful shutdown)."""
+        if not self._guard(lease, "release", lambda: self.store.release(lease)):
+            self._lost(lease, "release")
+
+    def start_stage(
+        self,
+        lease: Lease,
+        position: int,
+        name: str,
+        kind: StageKind,
+        *,
+        effect_key: str | None = None,
+        **detail: Any,
+    ) -> None:
+        """Write-ahead record of a step or effect about to run, while the lease holds."""
+        check_int(position, "stage position", 0)
+        check_name(name, "stage name")
+        detail_json = event_detail(position=position, name=name, **detail)
+        done = self._guard(
+            lease,
+            "start_stage",
+            lambda: self.store.stage_start(lease, position, name, kind, effect_key, detail_json),
+        )
+        if not done:
+            self._lost(lease, "start_stage")
+
+    def finish_stage(
+        self, lease: Lease, position: int, result: JSON, *, checkpoint: JSON = None
+    ) -> str:
+        """Record a stage's result and advance the cursor past it, while the lease holds;
+        with `checkpoint`, store it as the job's checkpoint in the same write.
+
+        Returns the result's canonical JSON text (what a replay will return).
+        """
+        encoded = encode_json(result, "stage result", self.max_payload_bytes)
+        saved = (
+            None
+            if checkpoint is None
+            else encode_json(checkpoint, "checkpoint", self.max_payload_bytes).text
+        )
+        detail_json = event_detail(
+            position=position, result_bytes=encoded.size, result_sha256=encoded.sha256
+        )
+        done = self._guard(
+            lease,
+            "finish_stage",
+            lambda: self.store.stage_done(lease, position, encoded.text, detail_json, saved),
+        )
+        if not done:
+            self._lost(lease, "finish_stage")
+        return encoded.text
+
+    def record(self, lease: Lease, event: EventType, **detail: Any) -> None:
+        """Append an event about this lease's job (e.g. `step_in_doubt`); no lease check."""
+        self.store.record_event(
+            lease.job_id, event, lease.token, lease.owner_id, event_detail(**detail)
+        )
+
+    def _guard(self, lease: Lease, operation: str, write: Callable[[], T]) -> T:
+        """Run a lease-guarded write; an unreachable database means ownership is unknown."""
+        try:
+            result = write()
+        except StoreUnavailable as exc:
+            self._ownership_unknown(lease, operation, exc)
+            raise OwnershipUnknown(
+                f"job {lease.job_id}: {operation} could not reach the database ({exc}); "
+                "whether the lease still holds is unknown"
+            ) from exc
+        self._confirm_unconfirmed()
+        return result
+
+    def _lost(self, lease: Lease, operation: str, **detail: Any) -> NoReturn:
+        """Record the rejected write, then raise `LeaseLost` (or `JobNotFound`)."""
+        self._reject(lease, EventType.RESULT_REJECTED, operation, **detail)
+        raise LeaseLost(
+            f"job {lease.job_id}: token {lease.token} no longer holds the lease; the "
+            f"{operation} was rejected and nothing was published"
+        )
+
+    def _reject(self, lease: Lease, event: EventType, operation: str, **detail: Any) -> None:
+        exists = self.store.record_event(
+            lease.job_id,
+            event,
+            lease.token,
+            lease.owner_id,
+            event_detail(operation=operation, reason="zero_rows", **detail),
+        )
+        if not exists:
+            raise JobNotFound(f"no job has the id {lease.job_id}")
+        emit(
+            log,
+            logging.WARNING,
+            event,
+            job=lease.job_id,
+            token=lease.token,
+            owner=lease.owner_id,
+            operation=operation,
+            reason="zero_rows",
+        )
+
+
+def _kinds(kinds: Sequence[str] | None) -> list[str] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidArgument("kinds must be a list of kind names, not one string")
+    return [check_name(kind, "kind") for kind in kinds]

@@ -1,0 +1,117 @@
+"""Reading jobs, their events and stages, waiting for one to end, and the operator's
+transitions (cancel, requeue)."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import time
+
+from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
+from tenure.ledger.core import LedgerCore
+from tenure.logs import emit
+from tenure.storage.base import EventTotals, QueueFigure
+from tenure.types import Event, Job, JobState, Stage
+from tenure.validation import check_int, check_job_id
+
+log = logging.getLogger("tenure")
+
+MAX_LIST_LIMIT = 1000
+
+
+class Reading(LedgerCore):
+    """Reads and operator transitions of the `Ledger`."""
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a queued or running job; its token is bumped so no running worker can publish.
+
+        Raises `TerminalJob` for a job already succeeded, failed or cancelled.
+        """
+        job_id = check_job_id(job_id)
+        if self.store.cancel(job_id):
+            emit(log, logging.INFO, "job_cancelled", job=job_id)
+            return
+        job = self.get(job_id)
+        raise TerminalJob(f"job {job_id} is already {job.state.value}; nothing to cancel")
+
+    def requeue(self, job_id: str) -> None:
+        """Make a failed or cancelled job claimable again from its saved step (attempt reset)."""
+        job_id = check_job_id(job_id)
+        if self.store.requeue(job_id):
+            emit(log, logging.INFO, "job_requeued", job=job_id)
+            return
+        job = self.get(job_id)
+        raise InvalidTransition(
+            f"job {job_id} is {job.state.value}: only failed or cancelled jobs can be requeued"
+        )
+
+    def get(self, job_id: str) -> Job:
+        """The job as stored now; `JobNotFound` for an unknown or malformed id."""
+        job_id = check_job_id(job_id)
+        job = self.store.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return job
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's flight recorder, oldest first."""
+        job_id = check_job_id(job_id)
+        events = self.store.events(job_id)
+        if not events and self.store.get(job_id) is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return events
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects, in handler order."""
+        job_id = check_job_id(job_id)
+        stages = self.store.stages(job_id)
+        if not stages and self.store.get(job_id) is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return stages
+
+    def list(
+        self,
+        state: JobState | str | None = None,
+        kind: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Job]:
+        """Jobs newest first; pass the last id of a page as `after` for the next page."""
+        if state is not None:
+            try:
+                state = JobState(state)
+            except ValueError:
+                choices = ", ".join(s.value for s in JobState)
+                raise InvalidArgument(f"unknown state {state!r}: use one of {choices}") from None
+        limit = check_int(limit, "limit", 1)
+        if limit > MAX_LIST_LIMIT:
+            raise InvalidArgument(f"limit must be at most {MAX_LIST_LIMIT}, got {limit}")
+        if after is not None:
+            after = self.get(after).id
+        return self.store.list_jobs(state, kind, tenant, limit, after)
+
+    def counts(self, kind: str | None = None, tenant: str | None = None) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zeros included)."""
+        found = self.store.count_by_state(kind, tenant)
+        return {state: found.get(state, 0) for state in JobState}
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Job:
+        """The job once terminal, or as it is when `timeout` seconds have passed."""
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        pause = 0.005
+        while True:
+            job = self.get(job_id)
+            remaining = deadline - time.monotonic()
+            if job.terminal or remaining <= 0:
+                return job
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.25)
+
+    def queue_figures(self, by_tenant: bool = False) -> builtins.list[QueueFigure]:
+        """Jobs per kind (and tenant) and state, with lease and queue ages, by the DB clock."""
+        return self.store.queue_figures(by_tenant)
+
+    def event_totals(self, by_tenant: bool = False) -> builtins.list[EventTotals]:
+        """Recovery events per kind (and tenant): expiries, reclaims, rejections, …"""
+        return self.store.event_totals(by_tenant)

@@ -1,0 +1,80 @@
+"""Retention: deleting old terminal jobs in bounded batches, safe while workers run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from tenure.errors import InvalidArgument
+from tenure.ledger.core import LedgerCore
+from tenure.ledger.submission import MAX_BATCH
+from tenure.logs import emit
+from tenure.types import PurgeReport
+from tenure.validation import check_int
+
+log = logging.getLogger("tenure")
+
+# A purged job with an idempotency key is kept at least this long (seconds): a repeated
+# submit within the window still finds it.
+DEFAULT_KEY_RETENTION = 7 * 86400.0
+
+
+def _seconds_of(value: timedelta | float, what: str) -> float:
+    """A non-negative age in seconds, from seconds or a timedelta."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise InvalidArgument(f"{what} must be seconds or a timedelta, got {value!r}")
+    if not 0 <= seconds < float("inf"):
+        raise InvalidArgument(f"{what} must be zero or more seconds, got {value!r}")
+    return float(seconds)
+
+
+class Retention(LedgerCore):
+    """`purge`."""
+
+    def purge(
+        self,
+        older_than: timedelta | float,
+        *,
+        keep_keys: timedelta | float = DEFAULT_KEY_RETENTION,
+        batch_size: int = 1000,
+        on_batch: Callable[[PurgeReport], None] | None = None,
+    ) -> PurgeReport:
+        """Delete terminal jobs last changed more than `older_than` ago (by the database's
+        clock), with their events, stages and effects.
+
+        Bounded batches (`batch_size` jobs looked at per transaction, in submission order), so
+        it is safe while workers run: only jobs that are terminal when their batch runs go. A
+        job with an idempotency key is kept until it is also older than `keep_keys`, so a
+        repeated submit within that window still finds it. `on_batch` gets the running totals.
+        """
+        age = _seconds_of(older_than, "older_than")
+        key_age = _seconds_of(keep_keys, "keep_keys")
+        scan = check_int(batch_size, "batch size", 1, MAX_BATCH)
+        report = PurgeReport()
+        after = 0
+        while True:
+            batch = self.store.purge_batch(after, scan, age, key_age)
+            report.batches += 1
+            report.jobs += batch.jobs
+            report.stages += batch.stages
+            report.effects += batch.effects
+            report.events += batch.events
+            report.kept_for_keys += batch.kept_for_keys
+            if on_batch is not None:
+                on_batch(report)
+            if batch.scanned < scan or batch.reached_new:
+                break
+            after = batch.last_seq
+        emit(
+            log,
+            logging.INFO,
+            "purged",
+            jobs=report.jobs,
+            events=report.events,
+            stages=report.stages,
+            effects=report.effects,
+            kept_for_keys=report.kept_for_keys,
+        )
+        return report

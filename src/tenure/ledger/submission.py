@@ -1,0 +1,197 @@
+"""Submitting jobs: one, keyed or not, or a batch of one kind in one statement."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tenure.errors import IdempotencyConflict, InvalidArgument
+from tenure.ledger.core import LedgerCore, event_detail
+from tenure.logs import emit
+from tenure.storage import NewJob
+from tenure.types import JSON
+from tenure.validation import EncodedJson, check_int, check_name, encode_json
+
+log = logging.getLogger("tenure")
+
+# Jobs per submit_many call: one statement's parameters stay a few megabytes at most.
+MAX_BATCH = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """The validated fields a submit shares with every job of a `submit_many` batch."""
+
+    kind: str
+    tenant: str
+    max_attempts: int
+    priority: int
+    run_at: datetime | None
+    delay_seconds: float
+
+
+class Submission(LedgerCore):
+    """`submit`, `submit_or_find`, `submit_many`, and the wake-ups they cause."""
+
+    def submit(
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> str:
+        """Persist a job and return its id at once.
+
+        A key the tenant already used returns that job's id when kind and payload are the same
+        JSON value (key order does not matter), and raises `IdempotencyConflict` otherwise.
+        `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
+        """
+        job_id, _ = self.submit_or_find(
+            kind,
+            payload,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            max_attempts=max_attempts,
+            priority=priority,
+            run_after=run_after,
+        )
+        return job_id
+
+    def submit_or_find(
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the job is new (False: the key's existing job)."""
+        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
+        kind, tenant = placement.kind, placement.tenant
+        if idempotency_key is not None:
+            idempotency_key = check_name(idempotency_key, "idempotency key")
+        job, encoded = self._new_job(placement, payload, idempotency_key)
+        if self.store.submit(job):
+            emit(
+                log,
+                logging.INFO,
+                "job_submitted",
+                job=job.id,
+                kind=kind,
+                payload_sha256=encoded.sha256,
+                payload_bytes=encoded.size,
+            )
+            return job.id, True
+        assert idempotency_key is not None  # only a key can make an insert a no-op
+        existing = self.store.find_by_key(tenant, idempotency_key)
+        if existing is None:  # pragma: no cover - the key's job was purged between statements
+            raise IdempotencyConflict(f"the idempotency key {idempotency_key!r} is in flux")
+        if existing.kind != kind or existing.payload_sha256 != encoded.sha256:
+            raise IdempotencyConflict(
+                f"the idempotency key {idempotency_key!r} of tenant {tenant!r} already belongs "
+                f"to job {existing.id} with a different kind or payload: use a new key for "
+                "new work"
+            )
+        return existing.id, False
+
+    def submit_many(
+        self,
+        kind: str,
+        payloads: Sequence[JSON],
+        *,
+        tenant: str = "default",
+        max_attempts: int | None = None,
+        priority: int = 0,
+        run_after: datetime | timedelta | float | None = None,
+    ) -> builtins.list[str]:
+        """Submit many jobs of one kind in one statement (one transaction on SQLite).
+
+        All or nothing: a payload that is not JSON or too large rejects the whole batch before
+        anything is written. No idempotency keys here: a keyed job goes through `submit`.
+        Returns the new ids in the order of `payloads`.
+        """
+        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
+        if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
+            raise InvalidArgument("payloads must be a list of JSON values")
+        check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
+        jobs = [self._new_job(placement, payload, None)[0] for payload in payloads]
+        self.store.submit_many(jobs)
+        emit(log, logging.INFO, "jobs_submitted", kind=placement.kind, count=len(jobs))
+        return [job.id for job in jobs]
+
+    def _placement(
+        self,
+        kind: str,
+        tenant: str,
+        max_attempts: int | None,
+        priority: int,
+        run_after: datetime | timedelta | float | None,
+    ) -> _Placement:
+        """Validate what a submit shares with every job of a batch."""
+        attempts = self.default_max_attempts if max_attempts is None else max_attempts
+        run_at, delay = _schedule(run_after)
+        return _Placement(
+            kind=check_name(kind, "kind"),
+            tenant=check_name(tenant, "tenant"),
+            max_attempts=check_int(attempts, "max_attempts", 1),
+            priority=check_int(priority, "priority"),
+            run_at=run_at,
+            delay_seconds=delay,
+        )
+
+    def _new_job(
+        self, placement: _Placement, payload: JSON, idempotency_key: str | None
+    ) -> tuple[NewJob, EncodedJson]:
+        """A new job row (and its encoded payload) with its `job_submitted` detail."""
+        encoded = encode_json(payload, "payload", self.max_payload_bytes)
+        job = NewJob(
+            id=str(uuid.uuid4()),
+            kind=placement.kind,
+            tenant=placement.tenant,
+            max_attempts=placement.max_attempts,
+            idempotency_key=idempotency_key,
+            payload_json=encoded.text,
+            payload_sha256=encoded.sha256,
+            run_at=placement.run_at,
+            delay_seconds=placement.delay_seconds,
+            priority=placement.priority,
+            detail_json=event_detail(
+                kind=placement.kind,
+                payload_sha256=encoded.sha256,
+                payload_bytes=encoded.size,
+                priority=placement.priority,
+            ),
+        )
+        return job, encoded
+
+    def on_claimable(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call `callback(kind)` ('' for any kind) when jobs may have become claimable:
+        PostgreSQL LISTEN/NOTIFY, or this process's own submits on SQLite. Best effort (a
+        worker polls as well); returns the function that stops it."""
+        return self.store.listen(callback)
+
+
+def _schedule(run_after: datetime | timedelta | float | None) -> tuple[datetime | None, float]:
+    """Split `run_after` into an absolute time or a delay from the database's now."""
+    if run_after is None:
+        return None, 0.0
+    if isinstance(run_after, datetime):
+        if run_after.tzinfo is None:
+            raise InvalidArgument("run_after must be timezone-aware (e.g. datetime.now(UTC))")
+        return run_after, 0.0
+    if isinstance(run_after, timedelta):
+        run_after = run_after.total_seconds()
+    if isinstance(run_after, bool) or not isinstance(run_after, int | float) or run_after < 0:
+        raise InvalidArgument("run_after must be a datetime, a timedelta or seconds >= 0")
+    return None, float(run_after)

@@ -1,0 +1,62 @@
+"""Tenants and their API keys (what `tenure serve` authenticates with)."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+
+from tenure import keys
+from tenure.errors import TenantExists, TenantNotFound
+from tenure.ledger.core import LedgerCore
+from tenure.logs import emit
+from tenure.storage.base import TenantRecord
+from tenure.validation import check_name
+
+log = logging.getLogger("tenure")
+
+
+class Tenants(LedgerCore):
+    """Tenant and API key operations of the `Ledger`."""
+
+    def create_tenant(self, name: str) -> str:
+        """Create a tenant and return its first API key (shown once; stored as a digest)."""
+        name = check_name(name, "tenant")
+        issued = keys.new_key()
+        if not self.store.create_tenant(name, issued.key_id, issued.key_sha256):
+            raise TenantExists(f"tenant {name!r} exists; issue another key with issue_key")
+        emit(log, logging.INFO, "tenant_created", tenant=name, key_id=issued.key_id)
+        return issued.key
+
+    def issue_key(self, tenant: str) -> str:
+        """Another API key for an existing tenant (for rotation: issue, deploy, revoke the old)."""
+        tenant = check_name(tenant, "tenant")
+        issued = keys.new_key()
+        if not self.store.add_api_key(tenant, issued.key_id, issued.key_sha256):
+            raise TenantNotFound(f"no tenant is named {tenant!r}")
+        emit(log, logging.INFO, "api_key_issued", tenant=tenant, key_id=issued.key_id)
+        return issued.key
+
+    def revoke_keys(self, tenant: str, key_id: str | None = None) -> int:
+        """Revoke the tenant's live keys, or only `key_id`; return how many were revoked."""
+        tenant = check_name(tenant, "tenant")
+        if key_id is not None:
+            key_id = check_name(key_id, "key id")
+        revoked = self.store.revoke_api_keys(tenant, key_id)
+        if not revoked and all(t.name != tenant for t in self.store.tenants()):
+            raise TenantNotFound(f"no tenant is named {tenant!r}")
+        emit(log, logging.INFO, "api_keys_revoked", tenant=tenant, count=revoked)
+        return revoked
+
+    def tenants(self) -> builtins.list[TenantRecord]:
+        """Every tenant with its live and revoked key counts."""
+        return self.store.tenants()
+
+    def authenticate(self, key: str) -> str | None:
+        """The tenant of a live key, or None (unknown, malformed or revoked)."""
+        key_id = keys.key_id_of(key)
+        if key_id is None:
+            return None
+        record = self.store.api_key(key_id)
+        if record is None or not keys.matches(key, record.key_sha256) or record.revoked:
+            return None
+        return record.tenant

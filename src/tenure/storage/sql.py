@@ -1,0 +1,298 @@
+"""What both SQL stores share: reads, one-statement writes, the limited claim and the fence
+transaction, written once over a small dialect seam.
+
+A dialect (a subclass) says how to run a named query outside a transaction (`_read_rows`,
+`_write_rows`), how to open one transaction (`_transaction`, which yields a `Tx`), how a list of
+strings is bound (`_array`), how a claim runs inside a transaction (`_exchange_in`), and which
+errors of its driver mean an outage (see `classify` in each store module). Everything else of
+the `Store` protocol that is not here is a write whose statements differ between dialects.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, Protocol
+
+from tenure.storage.base import (
+    ApiKeyRecord,
+    EventTotals,
+    FenceRecord,
+    KeyedJob,
+    QueueFigure,
+    TenantRecord,
+)
+from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
+from tenure.storage.rows import (
+    Decoder,
+    Row,
+    api_key_from_row,
+    event_from_row,
+    event_totals_from_row,
+    fence_record_from_row,
+    job_from_row,
+    queue_figure_from_row,
+    stage_from_row,
+    tenant_from_row,
+)
+from tenure.types import Event, Job, JobState, Lease, Stage
+
+Params = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """Named queries inside one open transaction."""
+
+    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        """Run the named query; its rows (none for a statement that returns nothing)."""
+        ...
+
+
+class SqlStore(ABC):
+    """The dialect-independent half of a `Store`. See the module docstring."""
+
+    decode: Decoder
+
+    # -- the dialect seam --------------------------------------------------------------------
+
+    @abstractmethod
+    def _read_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        """Run a named read query on its own."""
+
+    @abstractmethod
+    def _write_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        """Run a named one-statement write in its own transaction."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Tx]:
+        """One transaction, serialised against other writers where the dialect needs it."""
+
+    @abstractmethod
+    def _array(self, values: Sequence[str] | None) -> Any:
+        """A list of strings as the dialect binds it (None stays None)."""
+
+    @abstractmethod
+    def _exchange_in(
+        self,
+        tx: Tx,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        only_ids: Sequence[str] | None,
+    ) -> list[Lease]:
+        """Settle expired leases and claim up to `limit` jobs (only `only_ids`, if given)."""
+
+    @abstractmethod
+    def exchange(
+        self,
+        leases: Sequence[Lease],
+        results_json: Sequence[str],
+        details_json: Sequence[str],
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+    ) -> tuple[set[str], list[Lease]]:
+        """Publish results whose lease holds, then claim, atomically."""
+
+    def _limited_claim_lock(self, tx: Tx) -> None:
+        """Serialise limited claims (a dialect whose transactions already are need nothing)."""
+        del tx
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The database's clock."""
+        return self.decode.time(self._read_rows("now")[0]["now"])
+
+    def claim(
+        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+    ) -> list[Lease]:
+        """Settle expired leases and take up to `limit` claimable jobs, atomically."""
+        return self.exchange([], [], [], owner_id, kinds, lease_seconds, limit)[1]
+
+    def limited_claim(
+        self,
+        owner_id: str,
+        kinds: Sequence[str] | None,
+        lease_seconds: float,
+        limit: int,
+        kind_limits: Mapping[str, int],
+    ) -> list[Lease]:
+        """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
+        with self._transaction() as tx:
+            self._limited_claim_lock(tx)
+            tenant_limits = {
+                row["name"]: int(row["max_running"]) for row in tx.rows("tenant_limits")
+            }
+            plan = LimitPlan.of(tenant_limits, kind_limits, tx.rows("limited_claim__running"))
+            window = tx.rows(
+                "limited_claim__window",
+                {
+                    "kinds": self._array(kinds),
+                    "full_tenants": self._array(plan.full_tenants),
+                    "full_kinds": self._array(plan.full_kinds),
+                    "window": limit * WINDOW_PER_SLOT,
+                },
+            )
+            chosen = plan.choose(window, limit)
+            if not chosen:
+                return []
+            return self._exchange_in(tx, owner_id, kinds, lease_seconds, len(chosen), chosen)
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        return {row["name"]: int(row["max_running"]) for row in self._read_rows("tenant_limits")}
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """Set (or with None, remove) a tenant's concurrency limit."""
+        if limit is None:
+            self._write_rows("set_tenant_limit__clear", {"name": tenant})
+        else:
+            self._write_rows("set_tenant_limit", {"name": tenant, "n": limit})
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def find_by_key(self, tenant: str, idempotency_key: str) -> KeyedJob | None:
+        """The job holding the key, if any."""
+        rows = self._read_rows(
+            "find_by_key", {"tenant": tenant, "idempotency_key": idempotency_key}
+        )
+        if not rows:
+            return None
+        return KeyedJob(rows[0]["id"], rows[0]["kind"], rows[0]["payload_sha256"])
+
+    def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        rows = self._read_rows("get", {"job_id": job_id})
+        return job_from_row(rows[0], self.decode) if rows else None
+
+    def list_jobs(
+        self,
+        state: JobState | None,
+        kind: str | None,
+        tenant: str | None,
+        limit: int,
+        after: str | None,
+    ) -> list[Job]:
+        """Newest first, filtered, paged by `after`."""
+        rows = self._read_rows(
+            "list_jobs",
+            {
+                "state": None if state is None else state.value,
+                "kind": kind,
+                "tenant": tenant,
+                "limit": limit,
+                "after": after,
+            },
+        )
+        return [job_from_row(row, self.decode) for row in rows]
+
+    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        rows = self._read_rows("count_by_state", {"kind": kind, "tenant": tenant})
+        return {JobState(row["state"]): int(row["n"]) for row in rows}
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's events in order."""
+        rows = self._read_rows("events", {"job_id": job_id})
+        return [event_from_row(row, self.decode) for row in rows]
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects."""
+        rows = self._read_rows("stages", {"job_id": job_id})
+        return [stage_from_row(row, self.decode) for row in rows]
+
+    def record_event(
+        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+    ) -> bool:
+        """Append an event in its own transaction; False if the job does not exist."""
+        params = {
+            "job_id": job_id,
+            "type": type,
+            "token": token,
+            "owner_id": owner_id,
+            "detail": detail_json,
+        }
+        return bool(self._write_rows("record_event", params))
+
+    # -- operations: figures and tenants -----------------------------------------------------
+
+    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
+        """Counts and lease figures per kind (and tenant) and state, at one clock reading."""
+        rows = self._read_rows("queue_figures", {"by_tenant": by_tenant})
+        return [queue_figure_from_row(row) for row in rows]
+
+    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
+        """Recovery event counts per kind (and tenant)."""
+        rows = self._read_rows("event_totals", {"by_tenant": by_tenant})
+        return [event_totals_from_row(row) for row in rows]
+
+    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
+        """Another key for an existing tenant."""
+        params = {"tenant": tenant, "key_id": key_id, "key_sha256": key_sha256}
+        return bool(self._write_rows("add_api_key", params))
+
+    def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key with this id."""
+        rows = self._read_rows("api_key", {"key_id": key_id})
+        return api_key_from_row(rows[0]) if rows else None
+
+    def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
+        """Revoke live keys; how many."""
+        return len(self._write_rows("revoke_api_keys", {"tenant": tenant, "key_id": key_id}))
+
+    def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by name."""
+        return [tenant_from_row(row, self.decode) for row in self._read_rows("tenants")]
+
+    # -- the fence receiver ------------------------------------------------------------------
+
+    @contextmanager
+    def fence_transaction(self) -> Iterator[SqlFenceTx]:
+        """One transaction for a fence decision; the scope's lock serialises decisions."""
+        with self._transaction() as tx:
+            yield SqlFenceTx(tx, self.decode)
+
+    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+        """Store the result of a running key; False if it is no longer ours."""
+        params = {"key": key, "fence": fence, "result": result_json}
+        return bool(self._write_rows("fence_finish", params))
+
+    def fence_forget(self, key: str, fence: int) -> None:
+        """Drop a running key whose function failed."""
+        self._write_rows("fence_forget", {"key": key, "fence": fence})
+
+    def fence_lookup(self, key: str) -> FenceRecord | None:
+        """The record of `key`, without locking."""
+        rows = self._read_rows("fence_lookup", {"key": key})
+        return fence_record_from_row(rows[0], self.decode) if rows else None
+
+
+class SqlFenceTx:
+    """The steps of one fence decision, inside the transaction that holds the scope's lock."""
+
+    def __init__(self, tx: Tx, decode: Decoder) -> None:
+        self._tx = tx
+        self._decode = decode
+
+    def highest(self, scope: str) -> int:
+        """Lock the scope (creating it at 0) and return its highest accepted fence."""
+        self._tx.rows("fence_highest__lock", {"scope": scope})
+        return int(self._tx.rows("fence_highest", {"scope": scope})[0]["highest"])
+
+    def get(self, key: str) -> FenceRecord | None:
+        """The record of `key`, locked."""
+        rows = self._tx.rows("fence_get", {"key": key})
+        return fence_record_from_row(rows[0], self._decode) if rows else None
+
+    def begin(self, key: str, scope: str, fence: int) -> None:
+        """Mark `key` as running under `fence`."""
+        self._tx.rows("fence_begin", {"key": key, "scope": scope, "fence": fence})
+
+    def raise_highest(self, scope: str, fence: int) -> None:
+        """highest := max(highest, fence)."""
+        self._tx.rows("fence_raise_highest", {"scope": scope, "fence": fence})
