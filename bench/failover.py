@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import tenure
-from tenure.runtime.process import spawn_worker, wait_started
+from tenure.testing.process import spawn_worker, wait_started
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,20 @@ from tests.support.databases import (
     with_schema,
 )
 
+pytest_plugins = ["tests.support.fixtures"]
+
 BACKENDS = ["sqlite", "postgres"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that talks to PostgreSQL `postgres` (its backend parameter, or the server
+    fixture anywhere in its fixtures), so that `-m postgres` runs all of them again on the
+    embedded server."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("backend") == "postgres"
+        if on_postgres or "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ unmigratable one, and resume checks that pass or end the job `failed`."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,20 +13,6 @@ import pytest
 import tenure
 from tenure import JobState
 from tests.support.waiting import poll
-
-
-@pytest.fixture
-def make_app(db_url: str) -> Iterator[Callable[..., tenure.App]]:
-    apps: list[tenure.App] = []
-
-    def make() -> tenure.App:
-        app = tenure.App(db_url)
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.close()
 
 
 def first_attempts(app: tenure.App, version: int, *results: dict[str, Any]) -> list[str]:
@@ -56,6 +42,7 @@ def resume(app: tenure.App, job_id: str) -> tenure.Job:
 
 
 def test_a_first_attempt_writes_the_envelope(make_app: Callable[..., tenure.App]) -> None:
+    """A first attempt stores its checkpoint in the versioned envelope (stages, approval, …)."""
     app = make_app()
 
     @app.job("report", version=4)
@@ -90,6 +77,7 @@ def test_a_first_attempt_writes_the_envelope(make_app: Callable[..., tenure.App]
 def test_an_old_checkpoint_is_migrated_on_resume_and_the_original_kept(
     make_app: Callable[..., tenure.App],
 ) -> None:
+    """A v1 checkpoint resumed by v2 code is migrated in order, the original kept beside it."""
     (job_id,) = first_attempts(make_app(), 1, {"text": "hello", "lang": "en"})
     newer = make_app()
     ran: Counter[str] = Counter()
@@ -131,6 +119,7 @@ def test_a_checkpoint_this_code_cannot_read_fails_the_job(
     migrations: list[int],
     code: str,
 ) -> None:
+    """A checkpoint too new, or with no migration path, fails the job; the handler never runs."""
     (job_id,) = first_attempts(make_app(), written, {"text": "hello"})
     other = make_app()
     ran: Counter[str] = Counter()
@@ -148,6 +137,7 @@ def test_a_checkpoint_this_code_cannot_read_fails_the_job(
 
 
 def test_resume_checks_refuse_or_let_the_job_go_on(make_app: Callable[..., tenure.App]) -> None:
+    """A resume check that raises ResumeRefused ends that job failed; the others resume."""
     revoked, permitted = first_attempts(make_app(), 1, {"text": "secret"}, {"text": "public"})
     seen: list[tuple[str, list[str]]] = []
 
@@ -182,6 +172,7 @@ def test_resume_checks_refuse_or_let_the_job_go_on(make_app: Callable[..., tenur
 def test_checkpoint_migrations_are_checked_when_registered(
     make_app: Callable[..., tenure.App],
 ) -> None:
+    """Duplicate or malformed migrations and resume checks are refused at registration."""
     app = make_app()
     app.checkpoint_migration("research", from_version=1)(lambda c: c)
     with pytest.raises(tenure.InvalidJobClass, match="twice"):

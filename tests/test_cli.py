@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import tenure
+from tests.support.cli import tenure_cli
 
 pytestmark = pytest.mark.slow
 
 
-def run(
-    *args: str, db: str | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TENURE_DATABASE_URL"}
-    if db is not None:
-        env["TENURE_DATABASE_URL"] = db
-    return subprocess.run(
-        [sys.executable, "-m", "tenure.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+run = tenure_cli
 
 
 def test_submit_status_events_and_jobs_as_json(db_url: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.runtime.process import spawn_worker, wait_started
+from tenure.testing.process import spawn_worker, wait_started
 from tests.support.processes import ROOT
 from tests.support.service import LiveServer
 
@@ -38,6 +38,7 @@ def browser() -> Iterator[object]:
 
 
 def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path: Path) -> None:
+    """In Chromium the dashboard lists the tenant's jobs only, shows a run's stages, and cancels."""
     expect = sync_api.expect
     db = f"sqlite:///{tmp_path / 'dash.db'}"
     with tenure.connect(db) as ledger, LiveServer(ledger) as server:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import tenure_cli
 
 pytestmark = pytest.mark.slow
 
@@ -15,16 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"TENURE_DATABASE_URL", "NO_COLOR"}}
-    return subprocess.run(
-        [sys.executable, "-m", "tenure.cli", "demo", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    return tenure_cli("demo", *args, cwd=cwd, timeout=120)
 
 
 def check_story(out: str) -> None:

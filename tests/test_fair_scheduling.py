@@ -5,7 +5,6 @@ priorities, and a tenant with a long backlog that does not starve the others."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ import pytest
 import tenure
 import tenure.ledger.limits
 from tenure import JobState
-from tenure.proxy import proxy_to
+from tenure.testing.proxy import proxy_to
+from tests.support.cli import tenure_cli
 from tests.support.databases import PostgresServer, drop_schema, new_schema
 from tests.support.waiting import poll
 
@@ -109,6 +109,7 @@ def test_a_tenant_limit_keeps_a_backlog_from_starving_the_others(db_url: str, ga
 
 
 def test_priorities_go_first(ledger: tenure.Ledger) -> None:
+    """Higher priority is claimed first, on the plain and on the limited claim path."""
     low = ledger.submit("k", {}, priority=0)
     high = ledger.submit("k", {}, priority=5)
     mid = ledger.submit("k", {}, priority=1)
@@ -121,14 +122,10 @@ def test_priorities_go_first(ledger: tenure.Ledger) -> None:
 
 
 def test_tenure_tenant_limit_command(db_url: str) -> None:
+    """`tenure tenant limit` sets and clears a limit; a bad number is a usage error (exit 2)."""
+
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tenure.cli", "tenant", "limit", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return tenure_cli("tenant", "limit", *args, "--db", db_url)
 
     done = run("acme", "10")
     assert done.returncode == 0 and "at most 10" in done.stdout
@@ -143,6 +140,7 @@ def test_tenure_tenant_limit_command(db_url: str) -> None:
 
 
 def test_bad_limits_are_refused(ledger: tenure.Ledger) -> None:
+    """Non-positive or non-integer limits are refused and change nothing."""
     for bad in (0, -1, True, 1.5, "3"):
         with pytest.raises(tenure.InvalidArgument):
             ledger.set_tenant_limit("acme", bad)  # type: ignore[arg-type]

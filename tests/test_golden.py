@@ -17,9 +17,8 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.fence import FenceGuard
+from tests.support.timing import SHORT
 from tests.support.waiting import poll
-
-SHORT = {"lease": 1.0, "heartbeat": 0.25, "missed": 1, "jitter": 0.2, "backoff": 0.01}
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -16,6 +15,7 @@ import pytest
 
 import tenure
 from tenure import JobState, StageKind
+from tests.support.cli import tenure_cli
 from tests.support.waiting import poll
 
 
@@ -33,6 +33,7 @@ def finished_with_history(ledger: tenure.Ledger, key: str | None = None) -> str:
 
 
 def test_purge_deletes_old_terminal_jobs_and_what_belongs_to_them(ledger: tenure.Ledger) -> None:
+    """Purge deletes old terminal jobs and their stages, effects, events; keyed, live ones stay."""
     done = [finished_with_history(ledger) for _ in range(3)]
     keyed = finished_with_history(ledger, key="invoice-7")
     cancelled = ledger.submit("report", {})
@@ -104,18 +105,13 @@ def test_purge_while_workers_run_loses_nothing_that_is_not_terminal(db_url: str)
 
 
 def test_tenure_purge_command(db_url: str) -> None:
+    """`tenure purge --older-than` prints what it deleted as JSON, and keeps what is younger."""
     with tenure.connect(db_url) as ledger:
         finished_with_history(ledger)
         ledger.submit("report", {})
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tenure.cli", "purge", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return tenure_cli("purge", *args, "--db", db_url)
 
     kept = run("--older-than", "30d", "--json")
     assert kept.returncode == 0, kept.stderr
@@ -134,6 +130,7 @@ def test_tenure_purge_command(db_url: str) -> None:
 
 
 def test_bad_purge_arguments_change_nothing(ledger: tenure.Ledger) -> None:
+    """Negative, infinite or non-numeric ages and batch sizes are refused; nothing is deleted."""
     finished_with_history(ledger)
     calls: list[Callable[[], Any]] = [
         lambda: ledger.purge(-1),

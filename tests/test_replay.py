@@ -14,6 +14,7 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.replay import replay
+from tests.support.cli import tenure_cli
 
 APPS = """
 import os
@@ -62,6 +63,7 @@ def recorded_job(module: object, db_url: str) -> str:
 
 
 def test_replay_compares_each_stage_and_never_acts(apps_module: object, db_url: str) -> None:
+    """A replay diffs each recorded stage against the new code and sends no effect."""
     job_id = recorded_job(apps_module, db_url)
     sent = apps_module.SENT  # type: ignore[attr-defined]
     assert len(sent) == 1
@@ -91,6 +93,7 @@ def test_replay_compares_each_stage_and_never_acts(apps_module: object, db_url: 
 
 
 def test_only_a_finished_job_replays(apps_module: object, db_url: str) -> None:
+    """A job that has not finished, or whose kind has no class, cannot be replayed."""
     with tenure.connect(db_url) as ledger:
         job_id = ledger.submit("answer", {})
         with pytest.raises(tenure.InvalidArgument, match="finished"):
@@ -101,17 +104,11 @@ def test_only_a_finished_job_replays(apps_module: object, db_url: str) -> None:
 
 
 def test_tenure_replay_command(apps_module: object, db_url: str, tmp_path: Path) -> None:
+    """`tenure replay` prints the per-stage diff, --json the report, and exit 1 for a bad --app."""
     job_id = recorded_job(apps_module, db_url)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tenure.cli", "replay", job_id, "--db", db_url, *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
-        )
+        return tenure_cli("replay", job_id, "--db", db_url, *args, cwd=tmp_path)
 
     text = run("--app", "replay_apps:old_app", "--against", "replay_apps:new_app")
     assert text.returncode == 0, text.stderr

@@ -56,6 +56,7 @@ def error_code(response: httpx.Response) -> str:
 
 
 def test_submit_answers_at_once_and_repeated_key_returns_the_job(service: Service) -> None:
+    """POST /v1/jobs answers 202; the same key and payload 200 with the job; another payload 409."""
     first = service.acme.post(
         "/v1/jobs", json={"kind": "ocr", "payload": {"b": 2, "a": 1}, "idempotency_key": "doc-17"}
     )
@@ -94,6 +95,7 @@ def test_submit_answers_at_once_and_repeated_key_returns_the_job(service: Servic
 
 
 def test_read_list_filter_and_page(service: Service) -> None:
+    """GET /v1/jobs reads, filters and pages with `after`, newest first, no job twice."""
     ids = [submit(service.acme, kind="ocr" if i % 2 else "browse") for i in range(5)]
     job = service.acme.get(f"/v1/jobs/{ids[0]}").json()
     assert (job["id"], job["kind"], job["tenant"], job["state"]) == (
@@ -127,6 +129,7 @@ def test_read_list_filter_and_page(service: Service) -> None:
 
 
 def test_tenants_see_only_their_own_jobs(service: Service) -> None:
+    """A tenant's key sees, lists and changes only its own jobs; another tenant's is a 404."""
     mine = submit(service.acme)
     theirs = submit(service.globex)
     for path in ("", "/events", "/stages"):
@@ -154,6 +157,7 @@ def test_tenants_see_only_their_own_jobs(service: Service) -> None:
 
 
 def test_missing_bad_and_revoked_keys_are_401(service: Service) -> None:
+    """Missing, forged and revoked keys get 401 with WWW-Authenticate; a spare key keeps working."""
     assert service.anonymous.get("/v1/jobs").status_code == 401
     response = service.anonymous.get("/v1/jobs", headers={"Authorization": "Bearer nonsense"})
     assert response.status_code == 401
@@ -177,6 +181,7 @@ def test_missing_bad_and_revoked_keys_are_401(service: Service) -> None:
 
 
 def test_bad_requests_get_clear_errors_and_change_nothing(service: Service) -> None:
+    """Oversized, chunked, non-JSON and invalid bodies get a 4xx JSON error; nothing is stored."""
     acme = service.acme
     big = {"kind": "ocr", "payload": "x" * (1024 * 1024)}
     assert acme.post("/v1/jobs", json=big).status_code == 413
@@ -219,6 +224,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(service: Service) -> N
 
 
 def test_cancel_and_requeue_answer_409_when_they_cannot(service: Service) -> None:
+    """Cancel and requeue answer with the new state, and 409 where the transition is not allowed."""
     job_id = submit(service.acme)
     cancelled = service.acme.post(f"/v1/jobs/{job_id}/cancel")
     assert cancelled.status_code == 200
@@ -233,6 +239,7 @@ def test_cancel_and_requeue_answer_409_when_they_cannot(service: Service) -> Non
 
 
 def test_get_with_wait_long_polls_for_a_terminal_state(service: Service) -> None:
+    """GET ?wait= answers once the job ends, and at the server's cap when it does not."""
     job_id = submit(service.acme)
     started = time.monotonic()
     capped = service.acme.get(f"/v1/jobs/{job_id}", params={"wait": 600})
@@ -252,6 +259,7 @@ def test_get_with_wait_long_polls_for_a_terminal_state(service: Service) -> None
 
 
 def test_readyz_and_metrics_report_the_queue(service: Service) -> None:
+    """/readyz and /metrics report queued, running and expired figures by the database's clock."""
     assert service.anonymous.get("/healthz").json() == {"status": "ok"}
     for _ in range(3):
         submit(service.acme, kind="ocr")
@@ -282,6 +290,7 @@ def test_readyz_and_metrics_report_the_queue(service: Service) -> None:
 
 
 def test_metrics_can_require_the_admin_key(ledger: tenure.Ledger) -> None:
+    """With metrics_need_key, /metrics answers only the admin key, with a per-tenant breakdown."""
     admin = keys.new_admin_key()
     settings = ServiceSettings(
         admin_key_sha256=admin.key_sha256, metrics_need_key=True, metrics_by_tenant=True

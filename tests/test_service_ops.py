@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import httpx
 import pytest
 
 import tenure
-from tenure.proxy import proxy_to
-from tenure.runtime.process import spawn_worker, wait_started
+from tenure.testing.process import spawn_worker, wait_started
+from tenure.testing.proxy import proxy_to
+from tests.support.cli import tenure_cli, tenure_process
 from tests.support.databases import PostgresServer, drop_schema, new_schema
 from tests.support.processes import ROOT
 from tests.support.service import LiveServer, free_port
@@ -25,58 +25,50 @@ from tests.support.waiting import poll
 pytestmark = pytest.mark.slow
 
 
-def tenure_cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tenure.cli", "--db", db, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def ops_cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    return tenure_cli("--db", db, *args)
 
 
 def test_tenant_commands_issue_list_and_revoke_keys(db_url: str) -> None:
-    created = tenure_cli("tenant", "create", "acme", "--json", db=db_url)
+    """`tenure tenant` creates, issues, lists and revokes keys; an existing name exits 1."""
+    created = ops_cli("tenant", "create", "acme", "--json", db=db_url)
     assert created.returncode == 0, created.stderr
     key = json.loads(created.stdout)
     assert key["tenant"] == "acme"
     assert key["key"].startswith("tnr_")
-    plain = tenure_cli("tenant", "key", "acme", db=db_url)
+    plain = ops_cli("tenant", "key", "acme", db=db_url)
     assert plain.returncode == 0
     second = plain.stdout.strip()
     assert second.startswith("tnr_")
     assert "\n" not in second
-    again = tenure_cli("tenant", "create", "acme", db=db_url)
+    again = ops_cli("tenant", "create", "acme", db=db_url)
     assert again.returncode == 1
     assert "exists" in again.stderr
-    assert tenure_cli("tenant", "key", "nobody", db=db_url).returncode == 1
+    assert ops_cli("tenant", "key", "nobody", db=db_url).returncode == 1
     with tenure.connect(db_url) as ledger:
         assert ledger.authenticate(key["key"]) == "acme"
         assert ledger.authenticate(second) == "acme"
         stored = [t for t in ledger.tenants() if t.name == "acme"]
         assert stored[0].active_keys == 2
-    listed = json.loads(tenure_cli("tenant", "list", "--json", db=db_url).stdout)
+    listed = json.loads(ops_cli("tenant", "list", "--json", db=db_url).stdout)
     assert [(t["name"], t["active_keys"]) for t in listed] == [("acme", 2)]
-    revoked = tenure_cli("tenant", "revoke", "acme", "--json", db=db_url)
+    revoked = ops_cli("tenant", "revoke", "acme", "--json", db=db_url)
     assert json.loads(revoked.stdout) == {"tenant": "acme", "revoked": 2}
     with tenure.connect(db_url) as ledger:
         assert ledger.authenticate(key["key"]) is None
         assert ledger.authenticate(second) is None
-    admin = json.loads(tenure_cli("tenant", "admin-key", "--json", db=db_url).stdout)
+    admin = json.loads(ops_cli("tenant", "admin-key", "--json", db=db_url).stdout)
     assert tenure.keys.digest(admin["key"]) == admin["sha256"]
 
 
 def test_tenure_serve_runs_as_a_process_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`tenure serve` answers health, API, dashboard and schema, and exits 0 on SIGTERM."""
     db = f"sqlite:///{tmp_path / 'serve.db'}"
-    key = tenure_cli("tenant", "create", "acme", db=db).stdout.strip()
+    key = ops_cli("tenant", "create", "acme", db=db).stdout.strip()
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tenure.cli", "serve", "--db", db, "--port", str(port)],
-            stdout=out,
-            stderr=out,
-        )
+        proc = tenure_process("serve", "--db", db, "--port", str(port), output=out)
     try:
         base = f"http://127.0.0.1:{port}"
 
@@ -103,18 +95,12 @@ def test_tenure_serve_runs_as_a_process_and_stops_on_sigterm(tmp_path: Path) -> 
 
 
 def test_serve_without_the_extra_says_what_to_install(tmp_path: Path) -> None:
+    """Without FastAPI installed, `tenure serve` exits 2 and names the extra to install."""
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "fastapi.py").write_text("raise ImportError('blocked', name='fastapi')\n")
-    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT / 'src'}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "tenure.cli", "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    env = {"PYTHONPATH": f"{blocker}{os.pathsep}{ROOT / 'src'}"}
+    result = tenure_cli("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", env=env)
     assert result.returncode == 2
     assert "pip install 'tenure[service]'" in result.stderr
 
@@ -136,6 +122,7 @@ def proxied_ledger(postgres_server: PostgresServer) -> Iterator[tuple[tenure.Led
 def test_postgres_readyz_is_503_while_the_database_is_cut_off(
     proxied_ledger: tuple[tenure.Ledger, object],
 ) -> None:
+    """/readyz answers 503 while a real proxy cuts the database off, 200 again after."""
     ledger, proxy = proxied_ledger
     ledger.submit("ocr", {})
     with LiveServer(ledger) as server, server.client() as client:
@@ -158,6 +145,7 @@ def test_postgres_readyz_is_503_while_the_database_is_cut_off(
 
 
 def test_a_worker_serves_its_own_metrics(tmp_path: Path) -> None:
+    """`tenure worker --metrics-port` serves its counters and the queue's figures."""
     db = f"sqlite:///{tmp_path / 'w.db'}"
     with tenure.connect(db) as ledger:
         job_id = ledger.submit("long_stage", {})

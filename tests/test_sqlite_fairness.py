@@ -15,7 +15,7 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.runtime.process import spawn_worker, wait_started
+from tenure.testing.process import spawn_worker, wait_started
 from tests.support.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +26,7 @@ JOBS = 1500
 
 
 def test_worker_processes_share_one_sqlite_file_fairly(tmp_path: Path) -> None:
+    """Worker processes on one SQLite file each take a fair share of the jobs."""
     url = f"sqlite:///{tmp_path / 'fair.db'}"
     ledger = tenure.connect(url)
     procs: list[subprocess.Popen[bytes]] = []

@@ -13,7 +13,7 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.proxy import TcpProxy, proxy_to
+from tenure.testing.proxy import TcpProxy, proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 
 pytestmark = pytest.mark.slow

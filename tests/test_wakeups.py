@@ -3,8 +3,6 @@ connection), and submits in the same process on SQLite."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +12,8 @@ import pytest
 
 import tenure
 import tenure.runtime.worker as worker_module
-from tenure.proxy import TcpProxy, proxy_to
+from tenure.testing.proxy import TcpProxy, proxy_to
+from tests.support.cli import tenure_cli
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.waiting import poll
 
@@ -29,13 +28,8 @@ def slow_polling(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def submit_from_another_process(url: str, kind: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "tenure.cli", "submit", kind, "--db", url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    done = tenure_cli("submit", kind, "--db", url)
+    assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
@@ -54,8 +48,9 @@ def test_a_submit_wakes_an_idle_worker(db_url: str, backend: str) -> None:
 
     try:
         with tenure.Worker(app, concurrency=2, poll_interval=SLOW_POLL) as worker:
+            # After its first empty claim the loop waits 15-30 s for a poll, or for a wake-up
+            # (a submit before the wait begins sets the wake event as well).
             poll(lambda: worker.claim_latency.count >= 1 or None, what="the first empty claim")
-            time.sleep(0.2)  # inside its long idle wait now
             claims_before = worker.claim_latency.count
             sent = time.monotonic()
             if backend == "postgres":
@@ -96,7 +91,8 @@ def test_listening_resumes_after_a_cut_connection(proxied: tuple[TcpProxy, str, 
         operator.submit("before", {})
         poll(lambda: "before" in heard or None, what="a notification before the cut")
         proxy.cut()
-        time.sleep(1.5)
+        # The listener noticed the loss once it tries to reconnect and is refused.
+        poll(lambda: proxy.refused >= 1 or None, timeout=20, what="a refused reconnect")
         proxy.restore()
 
         def heard_after() -> bool | None:

@@ -10,7 +10,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +19,8 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.logs import configure_json_logging
+from tests.support.timing import SHORT
 from tests.support.waiting import poll
-
-SHORT = {"lease": 1.0, "heartbeat": 0.25, "missed": 1, "jitter": 0.2, "backoff": 0.01}
-
-
-@pytest.fixture
-def make_app(db_url: str) -> Iterator[Callable[[], tenure.App]]:
-    apps: list[tenure.App] = []
-
-    def make() -> tenure.App:
-        app = tenure.App(db_url)
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.close()
 
 
 def events(app: tenure.App, job_id: str) -> list[str]:

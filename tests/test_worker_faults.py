@@ -18,8 +18,8 @@ from tenure import JobState
 from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
-from tenure.proxy import proxy_to
-from tenure.runtime.process import spawn_worker, wait_started
+from tenure.testing.process import spawn_worker, wait_started
+from tenure.testing.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.processes import ROOT
 from tests.support.waiting import poll

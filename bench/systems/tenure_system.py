@@ -68,7 +68,7 @@ def drain(url: str, n: int, concurrency: int, **_: Any) -> dict[str, Any]:
     try:
         wait_until(lambda: worker.stats.get("succeeded", 0) >= n, 600, "drain")
         elapsed = time.perf_counter() - begun
-        commits = worker._committer.batches if worker._committer else 0
+        commits = worker.stats.get("commit_batches", 0)
     finally:
         worker.stop()
     return {
@@ -223,7 +223,7 @@ def fairness(url: str, n: int, processes: int, **_: Any) -> dict[str, Any]:
     from collections import Counter
     from pathlib import Path
 
-    from tenure.runtime.process import spawn_worker, wait_started
+    from tenure.testing.process import spawn_worker, wait_started
 
     root = Path(__file__).resolve().parents[2]
     folder = Path(tempfile.mkdtemp())

@@ -20,6 +20,9 @@ from tenure.errors import (
     ResumeRefused,
     StageMismatch,
     StaleFence,
+    StoreBug,
+    StoreConflict,
+    StoreRejected,
     StoreUnavailable,
     TenantExists,
     TenantNotFound,
@@ -29,11 +32,14 @@ from tenure.errors import (
     UnsupportedDatabase,
 )
 from tenure.ledger import Ledger, connect
-from tenure.runtime.context import Effect, JobContext
+from tenure.runtime.context import JobContext
 from tenure.runtime.worker import Worker
 from tenure.types import (
     TERMINAL_STATES,
+    CancelReason,
+    Effect,
     Event,
+    EventType,
     ExtendResult,
     Job,
     JobState,
@@ -55,8 +61,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "TERMINAL_STATES",
     "App",
+    "CancelReason",
     "Effect",
     "Event",
+    "EventType",
     "ExtendResult",
     "IdempotencyConflict",
     "InvalidArgument",
@@ -81,6 +89,9 @@ __all__ = [
     "StageMismatch",
     "StageStatus",
     "StaleFence",
+    "StoreBug",
+    "StoreConflict",
+    "StoreRejected",
     "StoreUnavailable",
     "TenantExists",
     "TenantNotFound",

@@ -22,8 +22,7 @@ from typing import Any
 from tenure.app import App
 from tenure.errors import InvalidArgument
 from tenure.ledger import Ledger
-from tenure.runtime.context import Effect
-from tenure.types import JSON, Job, Stage, StageKind, StageStatus
+from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
 
 
 @dataclass(slots=True)
@@ -74,7 +73,7 @@ class ReplayContext:
         self.payload = job.payload
         self.lease_until: datetime | None = None
         self.cancelled = threading.Event()
-        self.cancel_reason: str | None = None
+        self.cancel_reason: CancelReason | None = None
         self._recorded = {stage.position: stage for stage in recorded}
         self._report = report
         self._position = 0

@@ -192,3 +192,20 @@ class PurgeReport:
     events: int = 0
     kept_for_keys: int = 0
     batches: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Handed to an effect's function: send `key` and `fence` with the request.
+
+    `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `fence` is the job's current
+    fencing token; `in_doubt` is True when an earlier attempt started this effect and never
+    recorded its result (ask the receiver, or resend with the same key). `job_id` is the scope
+    a receiver keeps the highest fence for (`tenure.fence.headers(fx)` sends all of them).
+    """
+
+    name: str
+    key: str
+    fence: int
+    in_doubt: bool
+    job_id: str

@@ -23,10 +23,10 @@ from typing import Any, TextIO
 import tenure
 from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
-from tenure.demo.run import postgres_upstream
 from tenure.fence import FenceGuard
-from tenure.proxy import TcpProxy
-from tenure.runtime.process import spawn_worker
+from tenure.storage.postgres.urls import postgres_upstream
+from tenure.testing.process import spawn_worker
+from tenure.testing.proxy import TcpProxy
 
 FAULT_KINDS = ("kill", "pause", "partition", "restart", "skew")
 KIND = "chaos.order"

@@ -14,15 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote, urlencode
-
-from psycopg import conninfo
 
 import tenure
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
-from tenure.proxy import TcpProxy
-from tenure.runtime.process import spawn_worker
+from tenure.storage.postgres.urls import postgres_upstream
+from tenure.testing.process import spawn_worker
+from tenure.testing.proxy import TcpProxy
 
 DEADLINE_SECONDS = 60.0
 COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
@@ -55,28 +53,6 @@ class Timeline:
             if self.colour:
                 label = f"\033[{COLOURS.get(line.who, '0')}m{label}\033[0m"
             self.out.write(f"  {line.at - self.start:6.2f}s {label}  {line.text}\n")
-
-
-def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], str]]:
-    """Where a proxy in front of this PostgreSQL forwards to, and the URL through it."""
-    params = conninfo.conninfo_to_dict(url)
-    host = str(params.pop("host", None) or "/var/run/postgresql")
-    port = int(params.pop("port", None) or 5432)
-    user = quote(str(params.pop("user", None) or "postgres"))
-    password = params.pop("password", None)
-    dbname = quote(str(params.pop("dbname", None) or "postgres"))
-    upstream: tuple[str, int] | str = (
-        f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
-    )
-    auth = f"{user}:{quote(str(password))}" if password else user
-    query = urlencode({k: str(v) for k, v in params.items()})
-
-    def through(proxy_port: int) -> str:
-        return f"postgresql://{auth}@127.0.0.1:{proxy_port}/{dbname}" + (
-            f"?{query}" if query else ""
-        )
-
-    return upstream, through
 
 
 def run_demo(db: str | None, out: TextIO = sys.stdout) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenure.errors import StaleFence
 from tenure.fence.guard import FenceGuard
 from tenure.fence.middleware import FenceMiddleware
-from tenure.runtime.context import Effect
+from tenure.types import Effect
 
 __all__ = ["FenceGuard", "FenceMiddleware", "StaleFence", "headers"]
 

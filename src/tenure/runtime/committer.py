@@ -19,6 +19,7 @@ from typing import Protocol
 
 from tenure.errors import OwnershipUnknown, TenureError
 from tenure.ledger import Ledger
+from tenure.runtime.supervisor import Supervisor
 from tenure.types import JSON, Lease
 
 # Results per statement: bounds the statement's size, not the wait.
@@ -56,19 +57,23 @@ class _Pending:
 class Committer:
     """`complete(lease, result)` from any thread; one statement per batch on its own thread."""
 
-    def __init__(self, ledger: Ledger, claimer: Claimer | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, supervisor: Supervisor, claimer: Claimer | None = None
+    ) -> None:
         self._ledger = ledger
+        self._supervisor = supervisor
         self._claimer = claimer
         self._pending: list[_Pending] = []
         self._cond = threading.Condition()
         self._stopping = False
         self._in_flight = False
-        self._thread = threading.Thread(target=self._run, name="tenure-commit", daemon=True)
+        self._thread: threading.Thread | None = None
         self.batches = 0
 
     def start(self) -> None:
-        """Start the committer thread."""
-        self._thread.start()
+        """Start the committer thread (idempotent)."""
+        if self._thread is None:
+            self._thread = self._supervisor.spawn("commit", self._run)
 
     @property
     def claims_soon(self) -> bool:
@@ -95,23 +100,38 @@ class Committer:
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _run(self) -> None:
-        while True:
+        batch: list[_Pending] = []
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._stopping:
+                        self._cond.wait()
+                    if not self._pending:
+                        return
+                    batch = self._pending[:_MAX_BATCH]
+                    del self._pending[:_MAX_BATCH]
+                    self._in_flight = True
+                try:
+                    self._publish(batch)
+                finally:
+                    self._in_flight = False
+        except BaseException:
+            # Dying (the supervisor stops the worker): no waiting handler may wait forever.
+            # Later completes write directly; these are told to write theirs again.
             with self._cond:
-                while not self._pending and not self._stopping:
-                    self._cond.wait()
-                if not self._pending:
-                    return
-                batch = self._pending[:_MAX_BATCH]
-                del self._pending[:_MAX_BATCH]
-                self._in_flight = True
-            try:
-                self._publish(batch)
-            finally:
-                self._in_flight = False
+                self._stopping = True
+                left, self._pending = [*batch, *self._pending], []
+            for item in left:
+                if not item.done.is_set():
+                    item.error = OwnershipUnknown(
+                        "the committer stopped before this result was written; write it again"
+                    )
+                    item.done.set()
+            raise
 
     def _publish(self, batch: list[_Pending]) -> None:
         self.batches += 1
@@ -137,15 +157,15 @@ class Committer:
                 # One exception object per waiting thread: each raises and extends its own.
                 item.error = OwnershipUnknown(str(exc))
                 item.done.set()
-            return
         except BaseException as exc:  # every waiter must learn the outcome, then we go on
             for item in batch:
                 item.error = exc if isinstance(exc, TenureError) else TenureError(repr(exc))
                 item.done.set()
-            return
+        else:
+            for item in batch:
+                item.error = answers.get(item.lease.job_id)
+                item.done.set()
         finally:
+            # After the answers: a claimer that raises here has not kept anyone waiting.
             if spec is not None and self._claimer is not None:
                 self._claimer.claimed(spec, leases, sent_at)
-        for item in batch:
-            item.error = answers.get(item.lease.job_id)
-            item.done.set()

@@ -14,29 +14,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.errors import JobCancelled, LeaseLost, OwnershipUnknown, StageMismatch
-from tenure.types import JSON, EventType, Stage, StageKind, StageStatus
+from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
 
 if TYPE_CHECKING:
     from tenure.ledger import Ledger
     from tenure.runtime.keeper import LeaseKeeper
     from tenure.runtime.run import JobRun
-
-
-@dataclass(frozen=True, slots=True)
-class Effect:
-    """Handed to an effect's function: send `key` and `fence` with the request.
-
-    `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `fence` is the job's current
-    fencing token; `in_doubt` is True when an earlier attempt started this effect and never
-    recorded its result (ask the receiver, or resend with the same key). `job_id` is the scope
-    a receiver keeps the highest fence for (`tenure.fence.headers(fx)` sends all of them).
-    """
-
-    name: str
-    key: str
-    fence: int
-    in_doubt: bool
-    job_id: str
 
 
 def effect_key(job_id: str, name: str) -> str:
@@ -89,7 +72,7 @@ class JobContext:
         return self._run.cancelled
 
     @property
-    def cancel_reason(self) -> str | None:
+    def cancel_reason(self) -> CancelReason | None:
         """lease_lost, ownership_unknown, stage_timeout, max_lease_lifetime or shutdown."""
         return self._run.cancel_reason
 
@@ -273,7 +256,7 @@ class JobContext:
         try:
             return write()
         except LeaseLost:
-            self._run.cancel("lease_lost")
+            self._run.cancel(CancelReason.LEASE_LOST)
             raise JobCancelled("lease_lost") from None
 
 

@@ -21,8 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import OwnershipUnknown, StoreUnavailable
 from tenure.ledger import Ledger
-from tenure.logs import emit
 from tenure.runtime.run import JobRun
+from tenure.runtime.supervisor import Supervisor
+from tenure.types import CancelReason
 
 log = logging.getLogger("tenure.worker")
 
@@ -40,14 +41,15 @@ class LeaseKeeper:
         self,
         ledger: Ledger,
         *,
+        supervisor: Supervisor,
         on_stage_timeout: Callable[[JobRun], None],
         on_lifetime: Callable[[JobRun], None],
-        on_crash: Callable[[BaseException], None],
     ) -> None:
         self._ledger = ledger
-        self._on_stage_timeout = on_stage_timeout
-        self._on_lifetime = on_lifetime
-        self._on_crash = on_crash
+        self._supervisor = supervisor
+        # Settle-pool tasks report their own crashes: a future would keep them silent.
+        self._on_stage_timeout = supervisor.guard("settle", on_stage_timeout)
+        self._on_lifetime = supervisor.guard("settle", on_lifetime)
         self._runs: dict[str, JobRun] = {}
         self._lock = threading.Lock()
         self._renew_wake = threading.Event()
@@ -66,12 +68,10 @@ class LeaseKeeper:
         """Start both threads (idempotent)."""
         if self._threads:
             return
-        for name, loop in (("renewer", self._renew_loop), ("watcher", self._watch_loop)):
-            thread = threading.Thread(
-                target=self._guarded, args=(loop,), name=f"tenure-lease-{name}", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
+        self._threads = [
+            self._supervisor.spawn("lease-renewer", self._renew_loop),
+            self._supervisor.spawn("lease-watcher", self._watch_loop),
+        ]
 
     def stop(self) -> None:
         """Stop and join both threads, then the settle pool (idempotent)."""
@@ -115,13 +115,6 @@ class LeaseKeeper:
         """Add to one of the worker's counters."""
         with self._lock:
             self.counters[name] += n
-
-    def _guarded(self, loop: Callable[[], None]) -> None:
-        try:
-            loop()
-        except BaseException as exc:  # a keeper thread that dies must stop the worker loudly
-            emit(log, logging.CRITICAL, "lease_keeper_crashed", error_type=type(exc).__name__)
-            self._on_crash(exc)
 
     def _snapshot(self) -> list[JobRun]:
         with self._lock:
@@ -183,7 +176,7 @@ class LeaseKeeper:
             else:
                 self.count("leases_lost")
                 run.renewing = False
-                run.cancel("lease_lost")
+                run.cancel(CancelReason.LEASE_LOST)
 
     # -- watcher -----------------------------------------------------------------------------
 
@@ -205,7 +198,7 @@ class LeaseKeeper:
             if now >= deadline:
                 run.stage_deadline = None
                 self.count("stage_timeouts")
-                run.cancel("stage_timeout")
+                run.cancel(CancelReason.STAGE_TIMEOUT)
                 self._settle.submit(self._on_stage_timeout, run)
             else:
                 ahead.append(deadline)
@@ -214,7 +207,7 @@ class LeaseKeeper:
             if now >= end:
                 self.count("max_lease_lifetime")
                 run.renewing = False
-                run.cancel("max_lease_lifetime")
+                run.cancel(CancelReason.MAX_LEASE_LIFETIME)
                 self._settle.submit(self._on_lifetime, run)
             else:
                 ahead.append(end)
@@ -224,7 +217,7 @@ class LeaseKeeper:
                 # probing (the renewer) so the database's answer is recorded when it comes.
                 self.count("leases_unconfirmed")
                 self._ledger.report_unconfirmed(run.lease, run.lease_until)
-                run.cancel("ownership_unknown")
+                run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             else:
                 ahead.append(run.confirmed_until)
         return ahead

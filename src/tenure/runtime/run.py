@@ -12,7 +12,7 @@ from typing import Any
 
 from tenure.app import JobClass
 from tenure.logs import emit
-from tenure.types import Lease
+from tenure.types import CancelReason, Lease
 
 log = logging.getLogger("tenure.worker")
 
@@ -39,7 +39,7 @@ class JobRun:
         self.stage_name: str | None = None
         self.stage_is_effect = False
         self.cancelled = threading.Event()
-        self.cancel_reason: str | None = None
+        self.cancel_reason: CancelReason | None = None
         self.async_future: Future[Any] | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._finished = False
@@ -69,7 +69,7 @@ class JobRun:
 
     # -- cancellation ------------------------------------------------------------------------
 
-    def cancel(self, reason: str) -> None:
+    def cancel(self, reason: CancelReason) -> None:
         """Set `cancelled` once, run on_cancel callbacks, cancel an async task; stop renewing
         (except to probe a lease that could not be confirmed)."""
         with self._lock:
@@ -78,7 +78,7 @@ class JobRun:
             self.cancel_reason = reason
             # An unconfirmed lease is still probed, so the database's answer (kept, or
             # heartbeat_lost) is recorded once it can be reached again.
-            if reason != "ownership_unknown":
+            if reason is not CancelReason.OWNERSHIP_UNKNOWN:
                 self.renewing = False
             self.cancelled.set()
             callbacks, self._callbacks = self._callbacks, []

@@ -2,7 +2,9 @@
 
 A thread takes the next job when it is idle; when none is idle a new one starts, so a handler
 that never returns (abandoned after a stage timeout) never holds up a claimed job. Threads past
-the worker's concurrency that stay idle for `_LINGER` seconds end.
+the worker's concurrency that stay idle for `_LINGER` seconds end. The worker's own code around
+a handler catches every error of the handler; one that escapes it is reported to the
+supervisor, which stops the worker.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tenure.runtime.supervisor import Supervisor
+
 _LINGER = 30.0
 
 
 class HandlerThreads:
     """`run(fn, arg)` calls `fn(arg)` on an idle thread or a new one."""
 
-    def __init__(self, keep: int, name: str = "tenure-job") -> None:
+    def __init__(self, keep: int, supervisor: Supervisor, name: str = "tenure-job") -> None:
         self._keep = keep
+        self._supervisor = supervisor
         self._name = name
         self._lock = threading.Lock()
         self._tasks: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = (
@@ -53,7 +58,13 @@ class HandlerThreads:
     def _serve(self, task: tuple[Callable[[Any], None], Any] | None) -> None:
         while task is not None:
             fn, arg = task
-            fn(arg)
+            try:
+                fn(arg)
+            except BaseException as exc:  # `fn` handles the handler's errors; this is ours
+                with self._lock:
+                    self._alive -= 1
+                self._supervisor.report("handler-thread", exc)
+                return
             with self._lock:
                 self._idle += 1
             try:

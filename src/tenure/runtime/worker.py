@@ -1,9 +1,24 @@
-"""The worker: claims jobs, runs their handlers, commits only what its lease allows."""
+"""The worker: claims jobs, runs their handlers, commits only what its lease allows.
+
+Threads of a started worker, each a side task started by `Supervisor.spawn` (a side task that
+dies stops the worker, loudly):
+
+- `tenure-claim`: the claim loop; claims when slots are free and no result is on its way;
+- `tenure-commit`: the committer (`committer.py`): handler results in one statement per batch,
+  which also claims the next jobs;
+- `tenure-lease-renewer`, `tenure-lease-watcher`: the lease keeper (`keeper.py`): renewals, and
+  local deadlines by the monotonic clock; `tenure-settle-N` writes what a deadline decides;
+- `tenure-async`: the event loop of `async def` handlers (only when the app has one);
+- `tenure-job-N`: handler threads (`threads.py`), kept between jobs; not joined at stop;
+- `tenure-pg-listen`: PostgreSQL's LISTEN connection (`storage/postgres/listener.py`),
+  reconnecting on its own; workers poll as the fallback.
+
+What a running worker holds (ledger, keeper, committer, loop, threads) is one `_Running`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -14,6 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -30,14 +46,14 @@ from tenure.errors import (
 )
 from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
-from tenure.runtime import checkpoints
+from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
-from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
+from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads
-from tenure.types import EventType, Lease, Stage
+from tenure.types import CancelReason, EventType, Lease
 
 log = logging.getLogger("tenure.worker")
 
@@ -48,9 +64,27 @@ _FIRST_IDLE_WAIT = 0.02
 # claims several jobs. Only while busy; an idle worker claims at once.
 _GATHER_WAIT = 0.005
 # Cancellations after which a returned result is still offered to the database to judge.
-_DATABASE_DECIDES = frozenset({"lease_lost", "ownership_unknown"})
+_DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
 # An outcome that meets an unreachable database is retried for up to one lease length: past
 # that the lease has surely expired and the database would refuse it anyway.
+
+
+@dataclass
+class _Running:
+    """What `start()` made and `stop()` takes down, in one place."""
+
+    ledger: Ledger
+    keeper: LeaseKeeper
+    committer: Committer
+    loop: asyncio.AbstractEventLoop | None
+    stop_listening: Callable[[], None] | None = None
+    loop_thread: threading.Thread | None = None
+    claim_thread: threading.Thread | None = None
+
+
+def _join(thread: threading.Thread | None) -> None:
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
 
 
 def new_worker_id() -> str:
@@ -92,8 +126,7 @@ class Worker:
         self.grace = grace
         self.kinds = kinds or sorted(app.job_classes)
         self._url = url
-        self.ledger: Ledger | None = None
-        self._keeper: LeaseKeeper | None = None
+        self._live: _Running | None = None
         self._runs: dict[str, JobRun] = {}
         self.claim_latency = LatencyHistogram()
         self._runs_lock = threading.Lock()
@@ -106,53 +139,45 @@ class Worker:
             for kind in self.kinds
             if (limit := app.job_classes[kind].concurrency_limit) is not None
         }
-        self._stop_listening: Callable[[], None] | None = None
-        self._threads = HandlerThreads(concurrency)
-        self._committer: Committer | None = None
+        self._supervisor = Supervisor(self._crash)
+        self._threads = HandlerThreads(concurrency, self._supervisor)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stop_requested = threading.Event()
         self._hurry = threading.Event()
-        self._claim_thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
-        self._fatal: BaseException | None = None
         self._stop_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Worker:
-        """Connect and start the claim loop, the lease keeper and (if needed) an event loop."""
-        if self.ledger is not None:
+        """Connect and start the side tasks (see the module docstring). Idempotent."""
+        if self._live is not None:
             return self
         # A connection for each handler that writes a stage, plus the claim loop, the
         # committer, the renewer and the settle pool (PostgreSQL opens them as needed).
         pool_size = max(
             int(self.app.connect_options.get("pool_size", 4)), min(self.concurrency, 32) + 4
         )
-        self.ledger = self.app.connect(self._url, pool_size=pool_size)
-        self._keeper = LeaseKeeper(
-            self.ledger,
+        ledger = self.app.connect(self._url, pool_size=pool_size)
+        keeper = LeaseKeeper(
+            ledger,
+            supervisor=self._supervisor,
             on_stage_timeout=self._stage_timed_out,
             on_lifetime=self._lifetime_reached,
-            on_crash=self._crash,
         )
-        self._keeper.start()
         # With one lease length among its kinds, the committer's statements claim as well.
-        groups = self._lease_groups()
-        self._committer = Committer(self.ledger, self if len(groups) == 1 else None)
-        self._committer.start()
-        self._stop_listening = self.ledger.on_claimable(self._on_claimable)
+        claimer = self if len(self._lease_groups()) == 1 else None
+        committer = Committer(ledger, self._supervisor, claimer)
+        loop = None
         if any(self.app.job_classes[k].is_async for k in self.kinds):
-            self._loop = asyncio.new_event_loop()
-            self._loop_thread = threading.Thread(
-                target=self._loop.run_forever, name="tenure-async", daemon=True
-            )
-            self._loop_thread.start()
-        self._claim_thread = threading.Thread(
-            target=self._claim_loop, name="tenure-claim", daemon=True
-        )
-        self._claim_thread.start()
+            loop = asyncio.new_event_loop()
+        self._live = _Running(ledger, keeper, committer, loop)
+        keeper.start()
+        committer.start()
+        self._live.stop_listening = ledger.on_claimable(self._on_claimable)
+        if loop is not None:
+            self._live.loop_thread = self._supervisor.spawn("async", loop.run_forever)
+        self._live.claim_thread = self._supervisor.spawn("claim", self._claim_loop)
         emit(
             log,
             logging.INFO,
@@ -164,7 +189,10 @@ class Worker:
         return self
 
     def run(self) -> None:
-        """Run until `stop()` or a signal. A second signal skips the grace period."""
+        """Run until `stop()` or a signal. A second signal skips the grace period.
+
+        Raises `TenureError` (from the side task's error) when a side task died.
+        """
         self.start()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -172,8 +200,11 @@ class Worker:
         while not self._stop_requested.wait(0.2):
             pass
         self.stop()
-        if self._fatal is not None:
-            raise TenureError("the worker stopped because a side task died") from self._fatal
+        crashed = self._supervisor.crashed
+        if crashed is not None:
+            raise TenureError(
+                f"the worker stopped because its side task {crashed[0]!r} died"
+            ) from crashed[1]
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stop_requested.is_set():
@@ -191,37 +222,37 @@ class Worker:
     def stop(self, grace: float | None = None) -> None:
         """Stop claiming, wait up to `grace` seconds for running handlers, release the rest.
 
-        Idempotent. Threads are joined before the database connections close.
+        Idempotent. The side tasks' threads are joined before the database connections close;
+        handler threads are not (Python cannot stop a thread): a handler still running after
+        its lease was released can publish nothing.
         """
         with self._stop_lock:
-            if self._stopped.is_set() or self.ledger is None:
+            live = self._live
+            if self._stopped.is_set() or live is None:
                 return
             self._stopping.set()
             self._stop_requested.set()
             self._slot_freed.set()
             self._wake.set()
-            if self._stop_listening is not None:
-                self._stop_listening()
-            if self._claim_thread is not None:
-                self._claim_thread.join()
+            if live.stop_listening is not None:
+                live.stop_listening()
+            _join(live.claim_thread)
             deadline = time.monotonic() + (self.grace if grace is None else grace)
             while self._active() and time.monotonic() < deadline and not self._hurry.is_set():
                 self._slot_freed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
                 self._slot_freed.clear()
             for run in self._active():
-                run.cancel("shutdown")
-                self._finish(run, "release", lambda r: self._ledger().release(r.lease))
-            if self._committer is not None:
-                self._committer.stop()
+                run.cancel(CancelReason.SHUTDOWN)
+                self._finish(run, "release", lambda r: live.ledger.release(r.lease))
+            live.committer.stop()
             self._threads.stop()
-            if self._keeper is not None:
-                self._keeper.stop()
-            if self._loop is not None and self._loop_thread is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._loop_thread.join()
-                self._loop.close()
+            live.keeper.stop()
+            if live.loop is not None:
+                live.loop.call_soon_threadsafe(live.loop.stop)
+                _join(live.loop_thread)
+                live.loop.close()
             emit(log, logging.INFO, "worker_stopped", worker=self.worker_id, **self.stats)
-            self.ledger.close()
+            live.ledger.close()
             self._stopped.set()
 
     def __enter__(self) -> Worker:
@@ -233,18 +264,37 @@ class Worker:
         self.stop()
 
     @property
+    def ledger(self) -> Ledger | None:
+        """The worker's own ledger once started (closed once stopped)."""
+        return None if self._live is None else self._live.ledger
+
+    @property
+    def crashed(self) -> BaseException | None:
+        """The error of the side task whose death stopped the worker, if one did."""
+        crashed = self._supervisor.crashed
+        return None if crashed is None else crashed[1]
+
+    @property
     def stats(self) -> dict[str, int]:
-        """Counters: claimed, succeeded, failed, retried, rejected, steps in doubt, …"""
-        return dict(self._keeper.counters) if self._keeper is not None else {}
+        """Counters: claimed, succeeded, failed, retried, rejected, steps in doubt, …, and the
+        committer's statements (`commit_batches`)."""
+        live = self._live
+        if live is None:
+            return {}
+        return {**live.keeper.counters, "commit_batches": live.committer.batches}
 
     @property
     def running(self) -> int:
         """How many jobs this worker runs now."""
         return len(self._active())
 
+    def _state(self) -> _Running:
+        if self._live is None:
+            raise TenureError("the worker is not started: call start() or run()")
+        return self._live
+
     def _ledger(self) -> Ledger:
-        assert self.ledger is not None, "the worker is not started"
-        return self.ledger
+        return self._state().ledger
 
     def _active(self) -> list[JobRun]:
         with self._runs_lock:
@@ -296,10 +346,13 @@ class Worker:
         if len(leases) < spec.limit:
             self._slot_freed.set()
 
-    def _crash(self, exc: BaseException) -> None:
-        self._fatal = exc
+    def _crash(self, task: str, exc: BaseException) -> None:
+        """A side task died (the supervisor logged it): stop the worker, at once."""
+        del task, exc  # kept by the supervisor; `run()` raises it, `crashed` shows it
         self._hurry.set()
         self._stop_requested.set()
+        # `run()` stops on its own thread; an embedded worker (`with Worker(app)`) needs one.
+        threading.Thread(target=self.stop, name="tenure-stopper", daemon=True).start()
 
     # -- claiming ----------------------------------------------------------------------------
 
@@ -311,46 +364,42 @@ class Worker:
         idle_wait = _FIRST_IDLE_WAIT
         groups = self._lease_groups()
         gather = max(1, self.concurrency // 2)
-        try:
-            while not self._stopping.is_set():
-                free = self._free_slots()
-                if free <= 0:
-                    self._slot_freed.wait(self.poll_interval)
-                    self._slot_freed.clear()
+        committer = self._state().committer
+        while not self._stopping.is_set():
+            free = self._free_slots()
+            if free <= 0:
+                self._slot_freed.wait(self.poll_interval)
+                self._slot_freed.clear()
+                continue
+            if committer.claims_soon:
+                # Results are on their way: the committer's statement claims with them.
+                self._slot_freed.wait(_GATHER_WAIT)
+                self._slot_freed.clear()
+                continue
+            if free < gather and idle_wait == _FIRST_IDLE_WAIT:
+                free = self._gather(free, gather)
+            self._wake.clear()
+            try:
+                claimed = self._claim(groups, free)
+            except StoreUnavailable as exc:
+                emit(
+                    log,
+                    logging.WARNING,
+                    "claim_failed",
+                    worker=self.worker_id,
+                    error_type=type(exc).__name__,
+                )
+                claimed = 0
+            if claimed:
+                idle_wait = _FIRST_IDLE_WAIT
+                if claimed >= free:
                     continue
-                committer = self._committer
-                if committer is not None and committer.claims_soon:
-                    # Results are on their way: the committer's statement claims with them.
-                    self._slot_freed.wait(_GATHER_WAIT)
-                    self._slot_freed.clear()
-                    continue
-                if free < gather and idle_wait == _FIRST_IDLE_WAIT:
-                    free = self._gather(free, gather)
-                self._wake.clear()
-                try:
-                    claimed = self._claim(groups, free)
-                except StoreUnavailable as exc:
-                    emit(
-                        log,
-                        logging.WARNING,
-                        "claim_failed",
-                        worker=self.worker_id,
-                        error_type=type(exc).__name__,
-                    )
-                    claimed = 0
-                if claimed:
-                    idle_wait = _FIRST_IDLE_WAIT
-                    if claimed >= free:
-                        continue
-                # Fewer jobs than free slots: the queue is empty for now. Wait for a wake-up
-                # (or the next poll) rather than asking again at once.
-                if self._wake.wait(idle_wait * random.uniform(0.5, 1.0)):
-                    idle_wait = _FIRST_IDLE_WAIT
-                else:
-                    idle_wait = min(idle_wait * 2, self.poll_interval)
-        except BaseException as exc:  # a claim loop that dies must stop the worker loudly
-            emit(log, logging.CRITICAL, "claim_loop_crashed", error_type=type(exc).__name__)
-            self._crash(exc)
+            # Fewer jobs than free slots: the queue is empty for now. Wait for a wake-up
+            # (or the next poll) rather than asking again at once.
+            if self._wake.wait(idle_wait * random.uniform(0.5, 1.0)):
+                idle_wait = _FIRST_IDLE_WAIT
+            else:
+                idle_wait = min(idle_wait * 2, self.poll_interval)
 
     def _gather(self, free: int, enough: int) -> int:
         """Wait up to _GATHER_WAIT for `enough` free slots; return how many are free."""
@@ -398,9 +447,9 @@ class Worker:
         run = JobRun(lease, self.app.job_classes[lease.kind], sent_at)
         with self._runs_lock:
             self._runs[lease.job_id] = run
-        assert self._keeper is not None
-        self._keeper.count("claimed")
-        self._keeper.track(run)
+        keeper = self._state().keeper
+        keeper.count("claimed")
+        keeper.track(run)
         self._threads.run(self._execute, run)
 
     # -- running -----------------------------------------------------------------------------
@@ -416,7 +465,9 @@ class Worker:
             worker=self.worker_id,
         )
         try:
-            result = self._call(run, self._context(run))
+            live = self._state()
+            ctx = open_context(run, live.ledger, live.keeper, self.app.checkpoint_migrations)
+            result = call_handler(run, ctx, live.loop)
             run.handler_returned = True
             self._slot_freed.set()
             self._commit(run, result)
@@ -434,10 +485,10 @@ class Worker:
         except StoreUnavailable:
             # OwnershipUnknown from a write, or the database failing a read while we hold the
             # lease: either way whether we still own the job is unknown.
-            run.cancel("ownership_unknown")
+            run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             self._fail(run, {"code": "ownership_unknown"}, retryable=True)
         except LeaseLost:
-            run.cancel("lease_lost")
+            run.cancel(CancelReason.LEASE_LOST)
         except Exception as exc:
             self._fail(
                 run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
@@ -449,9 +500,9 @@ class Worker:
             self._ended(run)
 
     def _ended(self, run: JobRun) -> None:
-        """The run is over: stop renewing, give its slot back."""
-        if self._keeper is not None:
-            self._keeper.untrack(run)
+        """The run is over, or settled while its handler may never return (Python cannot kill
+        a thread; it can no longer publish anything): stop renewing, give its slot back."""
+        self._state().keeper.untrack(run)
         with self._runs_lock:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
@@ -459,61 +510,6 @@ class Worker:
         if self._kind_limits or self._ledger().has_tenant_limits():
             # Room under a limit is not announced by NOTIFY: look again at once.
             self._wake.set()
-
-    def _context(self, run: JobRun) -> JobContext:
-        """The handler's context: fresh, or resumed from the recorded stages."""
-        assert self._keeper is not None
-        lease = run.lease
-        # Token 1 is the job's first claim ever: no stage can have been recorded yet.
-        stages = [] if lease.token == 1 else self._ledger().store.stages(lease.job_id)
-        if stages:
-            return self._resume(run, stages)
-        envelope = checkpoints.new_envelope(lease, run.job_class)
-        return JobContext(run, self._ledger(), self._keeper, [], envelope)
-
-    def _resume(self, run: JobRun, stages: list[Stage]) -> JobContext:
-        """A job that recorded stages before: read its checkpoint, migrate it to this code's
-        version (kept beside the original), then run the class's resume checks. Raises
-        `CheckpointRefused` or `ResumeRefused` to end the job `failed`."""
-        lease, job_class = run.lease, run.job_class
-        assert self._keeper is not None
-        envelope = checkpoints.stored_envelope(lease, job_class, stages)
-        envelope, migrated_from = checkpoints.bring_up_to_date(
-            envelope, job_class, self.app.checkpoint_migrations.get(lease.kind, {})
-        )
-        if migrated_from is not None:
-            self._ledger().save_step(lease, lease.step, envelope)
-            self._ledger().record(
-                lease,
-                EventType.CHECKPOINT_MIGRATED,
-                from_version=migrated_from,
-                to_version=job_class.version,
-            )
-            run.log(logging.INFO, "checkpoint_migrated", from_version=migrated_from)
-        ctx = JobContext(
-            run,
-            self._ledger(),
-            self._keeper,
-            checkpoints.replay_results(stages, envelope),
-            envelope,
-        )
-        for check in job_class.resume_checks:
-            check(ctx, ctx.checkpoint)
-        return ctx
-
-    def _call(self, run: JobRun, ctx: JobContext) -> Any:
-        handler = run.job_class.handler
-        if not run.job_class.is_async:
-            return handler(ctx, run.lease.payload)
-        assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(handler(ctx, run.lease.payload), self._loop)
-        run.async_future = future
-        if run.cancelled.is_set():
-            future.cancel()
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise JobCancelled(run.cancel_reason or "cancelled") from None
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -530,8 +526,7 @@ class Worker:
             run.log(logging.WARNING, "result_discarded", reason=reason)
             return
         run.try_finish()
-        committer = self._committer
-        assert committer is not None
+        committer = self._state().committer
         self._attempt(run, "complete", lambda r: committer.complete(r.lease, result))
 
     def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
@@ -549,14 +544,14 @@ class Worker:
 
     def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
         """Write an outcome; retry while the database is away, for up to a lease length."""
-        assert self._keeper is not None
+        keeper = self._state().keeper
         deadline = time.monotonic() + run.job_class.lease
         while True:
             try:
                 outcome = write(run)
             except LeaseLost:
-                self._keeper.count("results_rejected")
-                run.cancel("lease_lost")
+                keeper.count("results_rejected")
+                run.cancel(CancelReason.LEASE_LOST)
                 return
             except OwnershipUnknown:
                 if time.monotonic() > deadline or self._hurry.is_set():
@@ -567,7 +562,7 @@ class Worker:
             except StoreUnavailable:
                 run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
-            self._keeper.count(
+            keeper.count(
                 {"complete": "succeeded", "release": "released"}.get(
                     action, "failed" if str(outcome) == "failed" else "retried"
                 )
@@ -588,24 +583,14 @@ class Worker:
         with contextlib.suppress(StoreUnavailable):
             self._ledger().record(run.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
 
-    def _abandon(self, run: JobRun) -> None:
-        """Give a settled run's slot back: its handler may never return (Python cannot kill a
-        thread), and it can no longer publish anything."""
-        if self._keeper is not None:
-            self._keeper.untrack(run)
-        with self._runs_lock:
-            if self._runs.get(run.lease.job_id) is run:
-                del self._runs[run.lease.job_id]
-        self._slot_freed.set()
-
     def _stage_timed_out(self, run: JobRun) -> None:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
         run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
         if run.stage_is_effect:
             self._tool_outcome_unknown(run, "stage_timeout")
         self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
-        self._abandon(run)
+        self._ended(run)
 
     def _lifetime_reached(self, run: JobRun) -> None:
         self._fail(run, {"code": "max_lease_lifetime"}, retryable=True)
-        self._abandon(run)
+        self._ended(run)

@@ -7,7 +7,7 @@ events), so any number of `tenure serve` processes report the same values.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -20,8 +20,28 @@ from prometheus_client.registry import Collector
 from tenure.errors import StoreUnavailable
 from tenure.ledger import Ledger
 
-if TYPE_CHECKING:
-    from tenure.runtime.worker import Worker
+
+class ClaimLatency(Protocol):
+    """A histogram of claim times (the worker's `claim_latency`)."""
+
+    def snapshot(self) -> Any: ...
+
+
+class WorkerFigures(Protocol):
+    """What `tenure worker --metrics-port` exports of its worker (the service layer does not
+    import the runtime: a `Worker` has these)."""
+
+    worker_id: str
+
+    @property
+    def claim_latency(self) -> ClaimLatency: ...
+
+    @property
+    def stats(self) -> dict[str, int]: ...
+
+    @property
+    def running(self) -> int: ...
+
 
 # (metric name, EventTotals field, help) for the counters read from recovery events.
 _EVENT_COUNTERS = [
@@ -98,7 +118,7 @@ class DatabaseCollector(Collector):
 class WorkerCollector(Collector):
     """A worker's own counters, running jobs and claim latency (`tenure worker --metrics-port`)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: WorkerFigures) -> None:
         self.worker = worker
 
     def collect(self) -> Iterator[Metric]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
 
 from tenure.errors import (
@@ -24,11 +23,11 @@ from tenure.errors import (
     StoreConflict,
     StoreUnavailable,
     TenureError,
-    UnsupportedDatabase,
 )
 from tenure.storage.base import NewJob
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.listener import PostgresListener
+from tenure.storage.postgres.urls import build_conninfo, describe
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
@@ -75,41 +74,6 @@ def classify(exc: BaseException, where: str) -> TenureError | None:
     return None
 
 
-def build_conninfo(url: str, timeout: float) -> str:
-    """The URL plus client-side bounds: connect timeout, statement timeout, UTC, keepalives."""
-    try:
-        params = conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        raise UnsupportedDatabase(f"cannot parse the PostgreSQL URL: {exc}") from exc
-    millis = max(1, int(timeout * 1000))
-    options = str(params.get("options") or "")
-    options += f" -c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"
-    # psycopg prepares a statement after its fifth use; a generic plan is then reused instead
-    # of a custom plan per call (a quarter millisecond of planning on each claim). Our
-    # statements' plans do not depend on their parameters: partial indexes decide them.
-    options += " -c plan_cache_mode=force_generic_plan"
-    params.update(
-        options=options.strip(),
-        connect_timeout=max(1, round(timeout)),
-        application_name=params.get("application_name") or "tenure",
-        keepalives=1,
-        keepalives_idle=max(1, round(timeout)),
-        keepalives_interval=1,
-        keepalives_count=max(1, round(timeout)),
-        tcp_user_timeout=millis,
-    )
-    return conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
-
-
-def _where(url: str) -> str:
-    """Host and database of a URL for messages, without the password."""
-    try:
-        params = conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "PostgreSQL"
-    return f"PostgreSQL at {params.get('host', 'localhost')}/{params.get('dbname', '')}"
-
-
 def _rows(conn: psycopg.Connection[DictRow], name: str, params: Params | None) -> list[DictRow]:
     cursor = conn.execute(Q[name], params)
     return cursor.fetchall() if cursor.description is not None else []
@@ -131,7 +95,7 @@ class PostgresStore(SqlStore):
     decode = DECODE
 
     def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
-        self._where = _where(url)
+        self._where = describe(url)
         self._timeout = timeout
         self._conninfo = build_conninfo(url, timeout)
         self._watchdog = Watchdog(_sever_connection)

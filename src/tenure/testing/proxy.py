@@ -22,6 +22,8 @@ class TcpProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._mode = "forward"
+        # Connections refused while cut: a client that tried to reconnect shows up here.
+        self.refused = 0
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._closed = False
@@ -47,6 +49,8 @@ class TcpProxy:
                 return
             if self._mode == "cut":
                 _reset(client)
+                with self._lock:
+                    self.refused += 1
                 continue
             with self._lock:
                 self._sockets.add(client)

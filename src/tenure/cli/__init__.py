@@ -1,0 +1,245 @@
+"""The `tenure` command line: wiring only; every operation is the Ledger's (see `commands`,
+`processes`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tenure.cli.commands import (
+    cmd_cancel,
+    cmd_events,
+    cmd_jobs,
+    cmd_migrate,
+    cmd_purge,
+    cmd_replay,
+    cmd_requeue,
+    cmd_status,
+    cmd_submit,
+    cmd_tenant_create,
+    cmd_tenant_key,
+    cmd_tenant_limit,
+    cmd_tenant_list,
+    cmd_tenant_revoke,
+)
+from tenure.cli.common import DEFAULT_DB, EXIT_FAILURE, EXIT_USAGE, UsageError, _url
+from tenure.cli.processes import cmd_admin_key, cmd_chaos, cmd_demo, cmd_serve, cmd_worker
+from tenure.errors import TenureError
+from tenure.ledger import Ledger, connect
+from tenure.types import JobState
+
+Command = Callable[[Ledger, argparse.Namespace], int]
+
+
+Standalone = Callable[[argparse.Namespace], int]
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--db and --json, accepted before the command and after it."""
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="URL",
+        help=f"database URL (default: $TENURE_DATABASE_URL, else {DEFAULT_DB})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print machine-readable JSON",
+    )
+
+
+def _add_command(sub: Any, name: str, command: Command, help: str) -> argparse.ArgumentParser:
+    """A subcommand that runs `command` with an open ledger; takes --db and --json."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    _common(parser, top=False)
+    parser.set_defaults(run=command)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `tenure`."""
+    parser = argparse.ArgumentParser(
+        prog="tenure", description="Leased, fenced, durable jobs on SQLite and PostgreSQL."
+    )
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
+        return _add_command(sub, name, command, help)
+
+    add("migrate", cmd_migrate, "create or upgrade the schema")
+    p = add("submit", cmd_submit, "submit a job and print its id")
+    p.add_argument("kind")
+    p.add_argument("--payload", default="{}", help="the payload as JSON (default: {})")
+    p.add_argument("--key", help="idempotency key (per tenant)")
+    p.add_argument("--tenant", default="default")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    p.add_argument("--max-attempts", type=int, default=None)
+    add("status", cmd_status, "show one job").add_argument("id")
+    p = add("jobs", cmd_jobs, "list jobs, newest first")
+    p.add_argument("--state", choices=[s.value for s in JobState])
+    p.add_argument("--kind")
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--after", metavar="ID", help="continue after this job id")
+    add("events", cmd_events, "show a job's event timeline").add_argument("id")
+    add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
+    add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
+    p = add("replay", cmd_replay, "re-run a finished job's stages with effects switched off")
+    p.add_argument("id")
+    p.add_argument("--app", required=True, metavar="MODULE:APP", help="the app that ran it")
+    p.add_argument(
+        "--against", metavar="MODULE:APP", help="replay through this app's handler instead"
+    )
+    p = add("purge", cmd_purge, "delete old terminal jobs with their events, stages, effects")
+    p.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
+    p.add_argument(
+        "--keep-keys",
+        default="7d",
+        metavar="AGE",
+        help="keep jobs with an idempotency key at least this long (default 7d)",
+    )
+    p.add_argument("--batch", type=int, default=1000, help="jobs looked at per transaction")
+    _add_tenant_commands(sub)
+    _add_process_commands(sub)
+    return parser
+
+
+def _add_tenant_commands(sub: Any) -> None:
+    """`tenant create|key|revoke|list|admin-key`: API keys for `tenure serve`."""
+    tenant = sub.add_parser(
+        "tenant", help="tenants and their API keys", description="Tenants and their API keys."
+    )
+    tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
+
+    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
+        return _add_command(tsub, name, command, help)
+
+    add("create", cmd_tenant_create, "create a tenant and print its first API key").add_argument(
+        "name"
+    )
+    add("key", cmd_tenant_key, "issue another API key to a tenant (rotation)").add_argument("name")
+    p = add("revoke", cmd_tenant_revoke, "revoke a tenant's API keys (or one, by --key-id)")
+    p.add_argument("name")
+    p.add_argument("--key-id", help="the id in tnr_<id>_...; default: every live key")
+    add("list", cmd_tenant_list, "list tenants and their key counts")
+    p = add(
+        "limit", cmd_tenant_limit, "at most N of a tenant's jobs run at once ('none': no limit)"
+    )
+    p.add_argument("name")
+    p.add_argument("limit", metavar="N")
+    p = tsub.add_parser(
+        "admin-key",
+        help="generate an admin key and the digest that configures tenure serve",
+        description="Print a new admin key and TENURE_ADMIN_KEY_SHA256=<digest>. The key is "
+        "not stored anywhere: tenure serve is configured with the digest alone.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_admin_key)
+
+
+def _add_process_commands(sub: Any) -> None:
+    """`worker`, `demo` and `chaos`: commands that run processes rather than one operation."""
+    p = sub.add_parser(
+        "worker",
+        help="run the handlers of an app",
+        description="Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT "
+        "(a second signal skips the grace period).",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_worker)
+    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds running handlers get on shutdown before their leases are released",
+    )
+    p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
+    p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this worker's Prometheus metrics on 127.0.0.1:PORT/metrics",
+    )
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP API, dashboard, /readyz and /metrics",
+        description="Serve the HTTP API (/v1, OpenAPI at /openapi.json), the dashboard (/), "
+        "/healthz, /readyz and /metrics on uvicorn until SIGINT/SIGTERM.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_serve)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--admin-key-sha256",
+        metavar="HEX",
+        help="digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256); "
+        "see `tenure tenant admin-key`",
+    )
+    p.add_argument("--max-body", type=int, default=1024 * 1024, help="request body limit, bytes")
+    p.add_argument(
+        "--max-wait", type=float, default=30.0, help="cap of GET /v1/jobs/{id}?wait=S, seconds"
+    )
+    p.add_argument("--metrics-need-key", action="store_true", help="/metrics asks for admin key")
+    p.add_argument(
+        "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p = sub.add_parser(
+        "demo",
+        help="play the seed's story: a stale worker's result rejected, its late effect refused",
+        description="Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary "
+        "SQLite database (or --db URL) and shows, for real, what tenure guarantees.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_demo)
+    p = sub.add_parser(
+        "chaos",
+        help="run jobs through worker processes under random faults and check the guarantees",
+        description="Kill, pause, partition and skew worker processes (and restart the database "
+        "when the harness started it: --db embedded) while jobs run; then count what must hold. "
+        "Exits 1 if a job was lost, an effect applied twice or a stale result accepted.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_chaos)
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--workers", type=int, default=3)
+    p.add_argument("--concurrency", type=int, default=2, help="jobs at once per worker")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    p.add_argument("--faults", default="kill,pause,partition,restart,skew")
+    p.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between faults")
+    p.add_argument("--lease", type=float, default=2.0, help="the job class's lease, seconds")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--report", type=Path, help="write the figures as JSON here")
+    p.add_argument("--drain-timeout", type=float, default=180.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tenure` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    url = _url(args)
+    try:
+        standalone: Standalone | None = getattr(args, "standalone", None)
+        if standalone is not None:
+            return standalone(args)
+        with connect(url) as ledger:
+            code: int = args.run(ledger, args)
+            return code
+    except UsageError as exc:
+        parser.exit(EXIT_USAGE, f"tenure: error: {exc}\n")
+    except TenureError as exc:
+        print(f"tenure: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130

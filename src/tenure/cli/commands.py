@@ -1,0 +1,267 @@
+"""The commands that act on a ledger: submit, status, jobs, events, cancel, requeue, purge,
+replay, migrate, and the tenant commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from tenure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    _plain,
+    _print_json,
+    _short,
+    _when,
+    event_dict,
+    job_dict,
+    load_app,
+)
+from tenure.ledger import Ledger
+from tenure.replay import replay
+from tenure.types import PurgeReport
+
+
+def cmd_migrate(ledger: Ledger, args: argparse.Namespace) -> int:
+    applied = ledger.migrate()
+    if args.json:
+        _print_json({"applied": applied})
+    else:
+        print(f"applied migrations {applied}" if applied else "schema is up to date")
+    return EXIT_OK
+
+
+def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload is not JSON: {exc}") from exc
+    job_id = ledger.submit(
+        args.kind,
+        payload,
+        idempotency_key=args.key,
+        tenant=args.tenant,
+        max_attempts=args.max_attempts,
+        priority=args.priority,
+    )
+    job = ledger.get(job_id)
+    if args.json:
+        _print_json({"id": job.id, "state": job.state.value})
+    else:
+        print(job.id)
+    return EXIT_OK
+
+
+def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
+    job = ledger.get(args.id)
+    stages = ledger.stages(job.id)
+    if args.json:
+        _print_json({**job_dict(job), "stages": [_plain(asdict(stage)) for stage in stages]})
+        return EXIT_OK
+    rows = [
+        ("id", job.id),
+        ("kind", job.kind),
+        ("tenant", job.tenant),
+        ("state", job.state.value),
+        ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("token", str(job.fencing_token)),
+        ("owner", job.owner_id or "-"),
+        ("lease until", _when(job.lease_until)),
+        ("heartbeat", _when(job.heartbeat_at)),
+        ("step", str(job.step)),
+        ("priority", str(job.priority)),
+        ("created", _when(job.created_at)),
+        ("updated", _when(job.updated_at)),
+        ("payload sha256", job.payload_sha256),
+    ]
+    if job.error is not None:
+        rows.append(("error", json.dumps(job.error, sort_keys=True)))
+    if job.result is not None:
+        rows.append(("result", json.dumps(job.result, sort_keys=True)))
+    for name, value in rows:
+        print(f"{name:>15}  {value}")
+    for stage in stages:
+        print(
+            f"{'stage ' + str(stage.position):>15}  {stage.kind.value} {stage.name!r} "
+            f"{stage.status.value} (token {stage.token})"
+        )
+    return EXIT_OK
+
+
+def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
+    jobs = ledger.list(
+        state=args.state, kind=args.kind, tenant=args.tenant, limit=args.limit, after=args.after
+    )
+    if args.json:
+        _print_json([job_dict(job) for job in jobs])
+        return EXIT_OK
+    print(f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  CREATED")
+    for job in jobs:
+        print(
+            f"{job.id:36}  {job.kind[:16]:16}  {job.state.value:9}  "
+            f"{job.attempt:>2}/{job.max_attempts:<2}  {job.fencing_token:>5}  {job.step:>4}  "
+            f"{_when(job.created_at)}"
+        )
+    return EXIT_OK
+
+
+def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
+    events = ledger.events(args.id)
+    if args.json:
+        _print_json([event_dict(event) for event in events])
+        return EXIT_OK
+    for event in events:
+        detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
+        token = "-" if event.token is None else event.token
+        print(
+            f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
+            f"owner={event.owner_id or '-'}  {detail}"
+        )
+    return EXIT_OK
+
+
+def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:
+    ledger.cancel(args.id)
+    return _report_state(ledger, args)
+
+
+def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:
+    ledger.requeue(args.id)
+    return _report_state(ledger, args)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> float:
+    """`30d`, `12h`, `90m`, `45s`, `2w` or plain seconds → seconds."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise UsageError(f"expected an age like 30d, 12h, 90m or 45s, got {text!r}") from None
+    if not 0 <= seconds < float("inf"):
+        raise UsageError(f"an age must be zero or more, got {text!r}")
+    return seconds
+
+
+def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
+    older_than = parse_age(args.older_than)
+    keep_keys = parse_age(args.keep_keys)
+
+    def progress(report: PurgeReport) -> None:
+        if report.batches % 10 == 0:
+            print(f"purging: {report.jobs} jobs so far…", file=sys.stderr, flush=True)
+
+    report = ledger.purge(older_than, keep_keys=keep_keys, batch_size=args.batch, on_batch=progress)
+    if args.json:
+        _print_json(asdict(report))
+    else:
+        print(
+            f"purged {report.jobs} jobs, {report.events} events, {report.stages} stages, "
+            f"{report.effects} effects in {report.batches} batches; kept "
+            f"{report.kept_for_keys} for their idempotency keys"
+        )
+    return EXIT_OK
+
+
+def cmd_replay(ledger: Ledger, args: argparse.Namespace) -> int:
+    target = args.against or args.app
+    load_app(args.app)  # the recording app must import too: a typo is an error, not a no-op
+    report = replay(ledger, args.id, load_app(target))
+    if args.json:
+        _print_json({**_plain(asdict(report)), "differences": report.differences})
+        return EXIT_OK
+    print(
+        f"job {report.job_id} ({report.kind}) replayed through {target}, version "
+        f"{report.handler_version}; effects were not run"
+    )
+    for stage in report.stages:
+        verdict = "differs" if stage.differs else "same"
+        print(
+            f"  #{stage.position} {stage.kind:6} {stage.name:24} {verdict}"
+            + (f"  ({stage.note})" if stage.note else "")
+        )
+        if stage.differs:
+            print(f"       recorded: {_short(stage.recorded)}")
+            print(f"       replayed: {_short(stage.replayed)}")
+    print(f"  result {'differs' if report.result_differs else 'same'}")
+    if report.result_differs:
+        print(f"       recorded: {_short(report.recorded_result)}")
+        print(f"       replayed: {_short(report.replayed_result)}")
+    if report.error:
+        print(f"  the replayed handler raised {report.error}")
+    print(f"{report.differences} difference(s)")
+    return EXIT_OK
+
+
+def cmd_tenant_create(ledger: Ledger, args: argparse.Namespace) -> int:
+    _print_key(args, args.name, ledger.create_tenant(args.name))
+    return EXIT_OK
+
+
+def cmd_tenant_key(ledger: Ledger, args: argparse.Namespace) -> int:
+    _print_key(args, args.name, ledger.issue_key(args.name))
+    return EXIT_OK
+
+
+def _print_key(args: argparse.Namespace, tenant: str, key: str) -> None:
+    if args.json:
+        _print_json({"tenant": tenant, "key": key})
+    else:
+        print(key)
+        print("(shown once; tenure keeps only its SHA-256)", file=sys.stderr)
+
+
+def cmd_tenant_revoke(ledger: Ledger, args: argparse.Namespace) -> int:
+    revoked = ledger.revoke_keys(args.name, args.key_id)
+    if args.json:
+        _print_json({"tenant": args.name, "revoked": revoked})
+    else:
+        print(f"revoked {revoked} key(s) of {args.name}")
+    return EXIT_OK
+
+
+def _parse_limit(text: str) -> int | None:
+    """A whole number >= 1, or none/off for no limit."""
+    if text.strip().lower() in {"none", "off"}:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UsageError(f"a limit is a whole number >= 1 or 'none', got {text!r}")
+    return int(text)
+
+
+def cmd_tenant_limit(ledger: Ledger, args: argparse.Namespace) -> int:
+    limit = _parse_limit(args.limit)
+    ledger.set_tenant_limit(args.name, limit)
+    if args.json:
+        _print_json({"tenant": args.name, "limit": limit})
+    elif limit is None:
+        print(f"tenant {args.name}: no limit")
+    else:
+        print(f"tenant {args.name}: at most {limit} jobs at once")
+    return EXIT_OK
+
+
+def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
+    tenants = ledger.tenants()
+    if args.json:
+        _print_json([_plain(asdict(t)) for t in tenants])
+        return EXIT_OK
+    print(f"{'TENANT':<30} {'KEYS':>4} {'REVOKED':>7}  CREATED")
+    for t in tenants:
+        print(f"{t.name:<30} {t.active_keys:>4} {t.revoked_keys:>7}  {_when(t.created_at)}")
+    return EXIT_OK
+
+
+def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
+    job = ledger.get(args.id)
+    if args.json:
+        _print_json({"id": job.id, "state": job.state.value, "fencing_token": job.fencing_token})
+    else:
+        print(f"{job.id} {job.state.value} (token {job.fencing_token})")
+    return EXIT_OK

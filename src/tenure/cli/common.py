@@ -1,0 +1,82 @@
+"""What the commands share: the default database, exit codes, usage errors, JSON and text output."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from tenure.app import App
+from tenure.errors import TenureError
+from tenure.types import Event, Job
+
+DEFAULT_DB = "sqlite:///tenure.db"
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit 2)."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def job_dict(job: Job) -> dict[str, Any]:
+    """A job as plain JSON-ready values."""
+    return dict(_plain(asdict(job)))
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """An event as plain JSON-ready values."""
+    return dict(_plain(asdict(event)))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _short(value: Any, width: int = 160) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def _url(args: argparse.Namespace) -> str:
+    return str(args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB)
+
+
+def load_app(target: str) -> App:
+    """Import `module:attribute` (the current folder is importable) and return the App."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TenureError(f"cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise TenureError(f"{target!r} is not a tenure.App (found {type(app).__name__})")
+    return app

@@ -1,0 +1,118 @@
+"""The commands that run something: a worker, the HTTP service, the demo, chaos; and the admin
+key (no ledger needed)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from tenure import keys
+from tenure.cli.common import (
+    EXIT_OK,
+    UsageError,
+    _print_json,
+    _url,
+    load_app,
+)
+from tenure.logs import configure_json_logging
+from tenure.runtime.worker import Worker
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    app = load_app(args.target)
+    configure_json_logging(getattr(logging, args.log_level.upper()))
+    worker = Worker(
+        app,
+        concurrency=args.concurrency,
+        url=args.db,
+        grace=args.grace,
+        poll_interval=args.poll,
+        kinds=args.kinds or None,
+    )
+    if args.metrics_port is not None:
+        _serve_worker_metrics(worker, args.metrics_port)
+    worker.run()
+    return EXIT_OK
+
+
+def _service_extra(exc: ImportError) -> UsageError:
+    return UsageError(
+        f"this command needs the service extra ({exc.name} is missing): "
+        "pip install 'tenure[service]'"
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from tenure.service.serve import serve
+        from tenure.service.settings import ServiceSettings
+    except ImportError as exc:
+        raise _service_extra(exc) from exc
+    configure_json_logging(getattr(logging, args.log_level.upper()))
+    settings = ServiceSettings(
+        admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
+        max_body_bytes=args.max_body,
+        max_wait_seconds=args.max_wait,
+        metrics_need_key=args.metrics_need_key,
+        metrics_by_tenant=args.metrics_by_tenant,
+    )
+    serve(_url(args), host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+    return EXIT_OK
+
+
+def cmd_admin_key(args: argparse.Namespace) -> int:
+    issued = keys.new_admin_key()
+    if args.json:
+        _print_json({"key": issued.key, "sha256": issued.key_sha256})
+    else:
+        print(issued.key)
+        print(f"TENURE_ADMIN_KEY_SHA256={issued.key_sha256}")
+        print(
+            "(give the key to operators; configure tenure serve with the digest only)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _serve_worker_metrics(worker: Worker, port: int) -> None:
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from tenure.service.metrics import WorkerCollector
+    except ImportError as exc:
+        raise _service_extra(exc) from exc
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(worker))
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tenure.demo.run import run_demo
+
+    return run_demo(args.db)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from tenure.chaos.harness import FAULT_KINDS, Harness, Options
+
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    unknown = set(faults) - set(FAULT_KINDS)
+    if unknown:
+        raise UsageError(f"unknown fault kinds {sorted(unknown)}: use {','.join(FAULT_KINDS)}")
+    if args.jobs < 1 or args.workers < 1 or args.duration <= 0:
+        raise UsageError("--jobs, --workers and --duration must be positive")
+    options = Options(
+        db=args.db,
+        jobs=args.jobs,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        duration=args.duration,
+        faults=faults,
+        fault_every=args.fault_every,
+        lease=args.lease,
+        seed=args.seed,
+        report=args.report,
+        drain_timeout=args.drain_timeout,
+    )
+    return Harness(options).run()
