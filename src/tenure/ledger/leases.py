@@ -25,6 +25,7 @@ from tenure.errors import (
 from tenure.ledger.core import backoff_delay, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
+from tenure.storage.base import NO_CLAIM, ClaimRequest, Publish
 from tenure.types import JSON, EventType, ExtendResult, JobState, Lease, StageKind
 from tenure.validation import check_int, check_name, check_seconds, encode_json
 
@@ -67,20 +68,17 @@ class Leases(Limits):
         the claim keeps every kind and tenant within its limit, across workers: a serialised
         transaction of a few statements instead of one.
         """
-        owner_id = check_name(owner_id, "owner id")
-        seconds = check_seconds(lease_seconds, "lease_seconds")
-        limit = check_int(limit, "limit", 1)
-        kind_list = _kinds(kinds)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit)
         limits = {
             check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
             for kind, n in (kind_limits or {}).items()
-            if kind_list is None or kind in kind_list
+            if request.kinds is None or kind in request.kinds
         }
         if limits or self.has_tenant_limits():
-            leases = self.store.limited_claim(owner_id, kind_list, seconds, limit, limits)
+            leases = self.store.limited_claim(request, limits)
         else:
-            leases = self.store.claim(owner_id, kind_list, seconds, limit)
-        self._log_claims(leases, owner_id)
+            leases = self.store.claim(request)
+        self._log_claims(leases, request.owner_id)
         return leases
 
     def complete_and_claim(
@@ -95,17 +93,9 @@ class Leases(Limits):
         """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
         finished and takes its next jobs in one round trip. Returns the answers per job (as
         `complete_many`) and the new leases."""
-        owner_id = check_name(owner_id, "owner id")
-        seconds = check_seconds(lease_seconds, "lease_seconds")
-        limit = check_int(limit, "limit", 1)
-        kind_list = _kinds(kinds)
-        answers, leases = self._publish(
-            outcomes,
-            lambda done, texts, details: self.store.exchange(
-                done, texts, details, owner_id, kind_list, seconds, limit
-            ),
-        )
-        self._log_claims(leases, owner_id)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit)
+        answers, leases = self._publish(outcomes, request)
+        self._log_claims(leases, request.owner_id)
         return answers, leases
 
     @staticmethod
@@ -202,24 +192,10 @@ class Leases(Limits):
         for that job alone (`LeaseLost`, `PayloadTooLarge`, …). Raises `OwnershipUnknown` for
         all of them when the database cannot be reached.
         """
-
-        def write(
-            leases: builtins.list[Lease], texts: builtins.list[str], details: builtins.list[str]
-        ) -> tuple[set[str], builtins.list[Lease]]:
-            if not leases:
-                return set(), []
-            # Limit 0 and no kinds: the statement publishes and claims nothing.
-            return self.store.exchange(leases, texts, details, leases[0].owner_id, [], 1.0, 0)
-
-        return self._publish(outcomes, write)[0]
+        return self._publish(outcomes, NO_CLAIM)[0]
 
     def _publish(
-        self,
-        outcomes: Sequence[tuple[Lease, JSON]],
-        write: Callable[
-            [builtins.list[Lease], builtins.list[str], builtins.list[str]],
-            tuple[set[str], builtins.list[Lease]],
-        ],
+        self, outcomes: Sequence[tuple[Lease, JSON]], request: ClaimRequest
     ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
         """Encode each result (refusing bad ones alone), write, and answer per job."""
         answers: dict[str, TenureError | None] = {}
@@ -237,8 +213,10 @@ class Leases(Limits):
             texts.append(encoded.text)
             details.append(event_detail(result_bytes=encoded.size, result_sha256=encoded.sha256))
             digests[lease.job_id] = encoded.sha256
+        if not leases and not request.limit:
+            return answers, []
         try:
-            done, claimed = write(leases, texts, details)
+            done, claimed = self.store.exchange(Publish(leases, texts, details), request)
         except StoreUnavailable as exc:
             for lease in leases:
                 self._ownership_unknown(lease, "complete", exc)
@@ -393,6 +371,18 @@ class Leases(Limits):
             operation=operation,
             reason="zero_rows",
         )
+
+
+def _claim_request(
+    owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+) -> ClaimRequest:
+    """A validated claim: bad input raises `InvalidArgument` before anything is sent."""
+    return ClaimRequest(
+        owner_id=check_name(owner_id, "owner id"),
+        kinds=_kinds(kinds),
+        lease_seconds=check_seconds(lease_seconds, "lease_seconds"),
+        limit=check_int(limit, "limit", 1),
+    )
 
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:

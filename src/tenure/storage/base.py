@@ -36,6 +36,34 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A claim: for `owner_id`, of `kinds` (None: every kind), with a lease of `lease_seconds`,
+    up to `limit` jobs (0: none); `only_ids` narrows it to jobs a limited claim chose."""
+
+    owner_id: str
+    kinds: Sequence[str] | None
+    lease_seconds: float
+    limit: int
+    only_ids: Sequence[str] | None = None
+
+
+# A statement that only publishes: no kinds, no room.
+NO_CLAIM = ClaimRequest(owner_id="", kinds=(), lease_seconds=1.0, limit=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Results to publish, each only while its lease holds (canonical JSON texts, in order)."""
+
+    leases: Sequence[Lease]
+    results_json: Sequence[str]
+    details_json: Sequence[str]
+
+
+NOTHING_TO_PUBLISH = Publish(leases=(), results_json=(), details_json=())
+
+
+@dataclass(frozen=True, slots=True)
 class KeyedJob:
     """The job already holding an idempotency key."""
 
@@ -154,9 +182,7 @@ class Store(Protocol):
         return the function that stops listening. Best effort: workers poll as well."""
         ...
 
-    def claim(
-        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
-    ) -> list[Lease]:
+    def claim(self, request: ClaimRequest) -> list[Lease]:
         """Settle expired leases and take up to `limit` claimable jobs, atomically."""
         ...
 
@@ -168,14 +194,7 @@ class Store(Protocol):
         """Advance the cursor and store the checkpoint, if the lease still holds."""
         ...
 
-    def limited_claim(
-        self,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        kind_limits: Mapping[str, int],
-    ) -> list[Lease]:
+    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
         """`claim`, keeping each tenant (its stored limit) and kind (`kind_limits`) within its
         concurrency limit, serialised against other such claims."""
         ...
@@ -194,18 +213,9 @@ class Store(Protocol):
         with their events, stages and effects, in one transaction."""
         ...
 
-    def exchange(
-        self,
-        leases: Sequence[Lease],
-        results_json: Sequence[str],
-        details_json: Sequence[str],
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-    ) -> tuple[set[str], list[Lease]]:
+    def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Mark succeeded each job whose lease still holds (with its result and event), then
-        claim up to `limit` jobs (none with 0), atomically: (completed ids, new leases)."""
+        claim as `request` says, atomically: (completed ids, new leases)."""
         ...
 
     def fail(

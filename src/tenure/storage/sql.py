@@ -13,15 +13,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from tenure.storage.base import (
+    NOTHING_TO_PUBLISH,
     ApiKeyRecord,
+    ClaimRequest,
     EventTotals,
     FenceRecord,
     KeyedJob,
     QueueFigure,
+    Store,
     TenantRecord,
 )
 from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
@@ -50,7 +54,7 @@ class Tx(Protocol):
         ...
 
 
-class SqlStore(ABC):
+class SqlStore(Store, ABC):
     """The dialect-independent half of a `Store`. See the module docstring."""
 
     decode: Decoder
@@ -74,29 +78,8 @@ class SqlStore(ABC):
         """A list of strings as the dialect binds it (None stays None)."""
 
     @abstractmethod
-    def _exchange_in(
-        self,
-        tx: Tx,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        only_ids: Sequence[str] | None,
-    ) -> list[Lease]:
-        """Settle expired leases and claim up to `limit` jobs (only `only_ids`, if given)."""
-
-    @abstractmethod
-    def exchange(
-        self,
-        leases: Sequence[Lease],
-        results_json: Sequence[str],
-        details_json: Sequence[str],
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-    ) -> tuple[set[str], list[Lease]]:
-        """Publish results whose lease holds, then claim, atomically."""
+    def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
+        """Settle expired leases and claim as `request` says, inside `tx`."""
 
     def _limited_claim_lock(self, tx: Tx) -> None:
         """Serialise limited claims (a dialect whose transactions already are need nothing)."""
@@ -108,20 +91,11 @@ class SqlStore(ABC):
         """The database's clock."""
         return self.decode.time(self._read_rows("now")[0]["now"])
 
-    def claim(
-        self, owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
-    ) -> list[Lease]:
-        """Settle expired leases and take up to `limit` claimable jobs, atomically."""
-        return self.exchange([], [], [], owner_id, kinds, lease_seconds, limit)[1]
+    def claim(self, request: ClaimRequest) -> list[Lease]:
+        """Settle expired leases and take up to `request.limit` claimable jobs, atomically."""
+        return self.exchange(NOTHING_TO_PUBLISH, request)[1]
 
-    def limited_claim(
-        self,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        kind_limits: Mapping[str, int],
-    ) -> list[Lease]:
+    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
         """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
         with self._transaction() as tx:
             self._limited_claim_lock(tx)
@@ -132,16 +106,16 @@ class SqlStore(ABC):
             window = tx.rows(
                 "limited_claim__window",
                 {
-                    "kinds": self._array(kinds),
+                    "kinds": self._array(request.kinds),
                     "full_tenants": self._array(plan.full_tenants),
                     "full_kinds": self._array(plan.full_kinds),
-                    "window": limit * WINDOW_PER_SLOT,
+                    "window": request.limit * WINDOW_PER_SLOT,
                 },
             )
-            chosen = plan.choose(window, limit)
+            chosen = plan.choose(window, request.limit)
             if not chosen:
                 return []
-            return self._exchange_in(tx, owner_id, kinds, lease_seconds, len(chosen), chosen)
+            return self._exchange_in(tx, replace(request, limit=len(chosen), only_ids=chosen))
 
     def tenant_limits(self) -> dict[str, int]:
         """Every tenant's concurrency limit."""

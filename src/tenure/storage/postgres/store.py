@@ -24,7 +24,7 @@ from tenure.errors import (
     StoreUnavailable,
     TenureError,
 )
-from tenure.storage.base import NewJob
+from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, NewJob, Publish
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.urls import build_conninfo, describe
@@ -255,37 +255,14 @@ class PostgresStore(SqlStore):
         """Call `callback(kind)` when jobs of `kind` become claimable; returns the stop."""
         return PostgresListener(self._conninfo, callback, wait=self._timeout).close
 
-    def exchange(
-        self,
-        leases: Sequence[Lease],
-        results_json: Sequence[str],
-        details_json: Sequence[str],
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-    ) -> tuple[set[str], list[Lease]]:
+    def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results and claim in one statement."""
-        rows = self._write_rows(
-            "exchange",
-            _exchange_params(
-                leases, results_json, details_json, owner_id, kinds, lease_seconds, limit, None
-            ),
-        )
+        rows = self._write_rows("exchange", _exchange_params(publish, request))
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
-        return done, _claimed(rows, owner_id, lease_seconds)
+        return done, _claimed(rows, request)
 
-    def _exchange_in(
-        self,
-        tx: Tx,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        only_ids: Sequence[str] | None,
-    ) -> list[Lease]:
-        params = _exchange_params([], [], [], owner_id, kinds, lease_seconds, limit, only_ids)
-        return _claimed(tx.rows("exchange", params), owner_id, lease_seconds)
+    def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
+        return _claimed(tx.rows("exchange", _exchange_params(NOTHING_TO_PUBLISH, request)), request)
 
     def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
         """One UPDATE renews every lease still held."""
@@ -408,44 +385,35 @@ class PostgresStore(SqlStore):
         self._watchdog.stop()
 
 
-def _exchange_params(
-    leases: Sequence[Lease],
-    results_json: Sequence[str],
-    details_json: Sequence[str],
-    owner_id: str,
-    kinds: Sequence[str] | None,
-    lease_seconds: float,
-    limit: int,
-    only_ids: Sequence[str] | None,
-) -> dict[str, Any]:
+def _exchange_params(publish: Publish, request: ClaimRequest) -> dict[str, Any]:
     return {
-        "job_ids": [lease.job_id for lease in leases],
-        "given": _results_map(leases, results_json, details_json),
-        "owner_id": owner_id,
-        "kinds": None if kinds is None else list(kinds),
-        "lease_seconds": lease_seconds,
-        "limit": limit,
-        "only_ids": None if only_ids is None else list(only_ids),
+        "job_ids": [lease.job_id for lease in publish.leases],
+        "given": _results_map(publish),
+        "owner_id": request.owner_id,
+        "kinds": None if request.kinds is None else list(request.kinds),
+        "lease_seconds": request.lease_seconds,
+        "limit": request.limit,
+        "only_ids": None if request.only_ids is None else list(request.only_ids),
     }
 
 
-def _claimed(rows: Sequence[Row], owner_id: str, lease_seconds: float) -> list[Lease]:
+def _claimed(rows: Sequence[Row], request: ClaimRequest) -> list[Lease]:
     return [
-        lease_from_row(row, owner_id, lease_seconds, DECODE)
+        lease_from_row(row, request.owner_id, request.lease_seconds, DECODE)
         for row in rows
         if row["outcome"] == "claimed"
     ]
 
 
-def _results_map(
-    leases: Sequence[Lease], results_json: Sequence[str], details_json: Sequence[str]
-) -> str:
+def _results_map(publish: Publish) -> str:
     """{"<job id>": {"o": owner, "t": token, "r": result, "d": detail}} as JSON text; the
     result and detail texts are canonical JSON already and go in as they are."""
     entries = (
         f'"{lease.job_id}":{{"o":{json.dumps(lease.owner_id)},"t":{lease.token},'
         f'"r":{result},"d":{detail}}}'
-        for lease, result, detail in zip(leases, results_json, details_json, strict=True)
+        for lease, result, detail in zip(
+            publish.leases, publish.results_json, publish.details_json, strict=True
+        )
     )
     return "{" + ",".join(entries) + "}"
 

@@ -24,7 +24,7 @@ from tenure.errors import (
     TenureError,
     UnsupportedDatabase,
 )
-from tenure.storage.base import NewJob
+from tenure.storage.base import ClaimRequest, NewJob, Publish
 from tenure.storage.migrate import load_migrations
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
@@ -309,50 +309,32 @@ class SqliteStore(SqlStore):
         """Wake on submits made by this process (other processes are found by polling)."""
         return LOCAL.subscribe(self._where, callback)
 
-    def exchange(
-        self,
-        leases: Sequence[Lease],
-        results_json: Sequence[str],
-        details_json: Sequence[str],
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-    ) -> tuple[set[str], list[Lease]]:
+    def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results whose lease holds, then claim, in one transaction."""
         with self._transaction() as tx:
             done: set[str] = set()
-            for lease, result, detail in zip(leases, results_json, details_json, strict=True):
+            for lease, result, detail in zip(
+                publish.leases, publish.results_json, publish.details_json, strict=True
+            ):
                 held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
                 if tx.one("exchange__complete", {**held, "result": result}) is not None:
                     tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
                     done.add(lease.job_id)
-            claimed = (
-                self._exchange_in(tx, owner_id, kinds, lease_seconds, limit, None) if limit else []
-            )
+            claimed = self._exchange_in(tx, request) if request.limit else []
         return done, claimed
 
-    def _exchange_in(
-        self,
-        tx: Tx,
-        owner_id: str,
-        kinds: Sequence[str] | None,
-        lease_seconds: float,
-        limit: int,
-        only_ids: Sequence[str] | None,
-    ) -> list[Lease]:
+    def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
         assert isinstance(tx, _SqliteTx)
-        params = {"kinds": self._array(kinds), "only_ids": self._array(only_ids)}
+        owner_id, lease_seconds = request.owner_id, request.lease_seconds
+        params = {"kinds": self._array(request.kinds), "only_ids": self._array(request.only_ids)}
         for row in tx.rows("exchange__exhausted", params):
             token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
-            tx.event(
-                row["id"], "lease_expired", token, owner, {"attempt": attempt, "then": "failed"}
-            )
-            tx.event(
-                row["id"], "job_failed", token, owner, {"code": "lease_expired", "attempt": attempt}
-            )
+            expired = {"attempt": attempt, "then": "failed"}
+            tx.event(row["id"], "lease_expired", token, owner, expired)
+            failed = {"code": "lease_expired", "attempt": attempt}
+            tx.event(row["id"], "job_failed", token, owner, failed)
         leases: list[Lease] = []
-        for candidate in tx.rows("exchange__candidates", {**params, "limit": limit}):
+        for candidate in tx.rows("exchange__candidates", {**params, "limit": request.limit}):
             taken = {"id": candidate["id"], "owner_id": owner_id, "lease_seconds": lease_seconds}
             claimed = tx.one("exchange__take", taken)
             assert claimed is not None  # the candidate was read in this transaction
