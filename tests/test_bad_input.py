@@ -137,3 +137,26 @@ def test_unreachable_postgres_fails_fast() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(tenure.StoreUnavailable, match="cannot connect"):
         tenure.connect(f"postgresql://nobody@127.0.0.1:{port}/none", timeout=1.0)
+
+
+def test_submit_many_names_the_bad_payload_and_writes_none(ledger: tenure.Ledger) -> None:
+    """One payload that is not JSON in a batch: the error says which, and no job is written."""
+    with pytest.raises(tenure.InvalidArgument, match=r"payload 2 of 3"):
+        ledger.submit_many("k", [{}, {"ok": 1}, {"bad": {1, 2}}])
+    assert ledger.list() == []
+
+
+def test_app_submit_refuses_a_kind_it_has_no_class_for(db_url: str) -> None:
+    """`app.submit` of an unregistered kind (a typo) is refused, naming the app's kinds."""
+    app = tenure.App(db_url)
+
+    @app.job("ocr")
+    def ocr(ctx: tenure.JobContext, payload: Any) -> None:
+        return None
+
+    try:
+        with pytest.raises(tenure.InvalidArgument, match=r"no job class 'orc' \(its kinds: ocr\)"):
+            app.submit("orc", {})
+        assert app.ledger.list() == []
+    finally:
+        app.close()

@@ -72,17 +72,23 @@ def test_usage_errors_exit_2_and_write_nothing(db_url: str) -> None:
     assert bad.returncode == 2 and "not JSON" in bad.stderr
     assert run("submit", db=db_url).returncode == 2
     assert run("frobnicate", db=db_url).returncode == 2
+    # Bad input the ledger finds (an empty kind, a zero limit, a URL without its slashes) is
+    # a usage error too: exit 2 with one line that says what to write instead.
+    for args in (("submit", " "), ("jobs", "--limit", "0"), ("--db", "redis://x", "jobs")):
+        out = run(*args, db=db_url)
+        assert out.returncode == 2, args
+        assert out.stderr.startswith("tenure: error: ") and out.stderr.count("\n") == 1
+    slashes = run("--db", "sqlite:tenure.db", "jobs")
+    assert slashes.returncode == 2 and "sqlite:///" in slashes.stderr
     assert json.loads(run("jobs", "--json", db=db_url).stdout) == []
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_failures_exit_1_with_one_line(db_url: str) -> None:
-    """An unknown id, a bad kind, an unknown scheme: exit 1, one line on stderr."""
+    """An unknown id (well-formed or not): exit 1, one line on stderr."""
     for args in (
         ("status", "00000000-0000-4000-8000-000000000000"),
         ("events", "x"),
-        ("submit", " "),
-        ("--db", "redis://x", "jobs"),
     ):
         out = run(*args, db=db_url)
         assert out.returncode == 1, args
@@ -104,3 +110,37 @@ def test_chaos_refuses_bad_arguments(tmp_path: Path) -> None:
         assert out.returncode == 2, args
         assert out.stderr.startswith("tenure: error:")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_on_a_new_database_says_what_it_applied(tmp_path: Path) -> None:
+    """`tenure migrate` on a new file reports the versions it applied, then nothing to do."""
+    db = f"sqlite:///{tmp_path / 'new.db'}"
+    first = run("migrate", "--json", db=db)
+    assert first.returncode == 0, first.stderr
+    applied = json.loads(first.stdout)["applied"]
+    assert applied == list(range(1, len(applied) + 1)) and len(applied) >= 5
+    assert json.loads(run("migrate", "--json", db=db).stdout) == {"applied": []}
+    assert "up to date" in run("migrate", db=db).stdout
+
+
+def test_an_unreachable_postgres_prints_one_line() -> None:
+    """No server on the port: one `tenure: error:` line, none of the pool's warnings."""
+    out = run("jobs", db="postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1")
+    assert out.returncode == 1
+    assert out.stderr.startswith("tenure: error: ") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_tenant_commands_name_the_next_command_and_take_json_anywhere(tmp_path: Path) -> None:
+    """A second `tenant create` names `tenure tenant key NAME`; `tenant --json list` works."""
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    assert run("tenant", "create", "acme", db=db).returncode == 0
+    again = run("tenant", "create", "acme", db=db)
+    assert again.returncode == 1 and "tenure tenant key acme" in again.stderr
+    for args in (
+        ("tenant", "--json", "list"),
+        ("tenant", "list", "--json"),
+        ("--json", "tenant", "list"),
+    ):
+        listed = run(*args, db=db)
+        assert listed.returncode == 0, (args, listed.stderr)
+        assert [t["name"] for t in json.loads(listed.stdout)] == ["acme"]

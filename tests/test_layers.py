@@ -77,3 +77,17 @@ def test_no_module_is_a_god_module() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_the_submodules_the_readme_names_are_there_after_import_tenure() -> None:
+    """In a fresh process, `import tenure` alone makes `tenure.fence.headers` and
+    `tenure.replay.replay` reachable (an AttributeError in a handler would be a retry loop)."""
+    import subprocess
+    import sys
+
+    code = "import tenure; print(tenure.fence.headers.__name__, tenure.replay.replay.__name__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["headers", "replay"]

@@ -201,6 +201,9 @@ def test_bad_requests_get_clear_errors_and_change_nothing(service: Service) -> N
         "/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"}
     )
     assert broken.status_code == 422
+    assert broken.json()["error"]["message"] == (
+        "the request body is not valid JSON (error at character 1)"
+    )
     for body in (
         {"kind": 5},
         {"kind": ""},

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
+# The submodules the README names after `import tenure` (`tenure.fence.headers(fx)`,
+# `tenure.replay.replay(...)`): both are plain Python, no extra needed.
+from tenure import fence, replay
 from tenure.app import App, JobClass
 from tenure.errors import (
     IdempotencyConflict,
@@ -102,4 +105,6 @@ __all__ = [
     "Worker",
     "__version__",
     "connect",
+    "fence",
+    "replay",
 ]

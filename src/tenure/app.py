@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenure.errors import InvalidJobClass
+from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.types import JSON
 
@@ -208,10 +208,19 @@ class App:
         return self._ledger
 
     def submit(self, kind: str, payload: JSON, **options: Any) -> str:
-        """Submit a job of a registered kind, with the class's max_attempts unless given."""
+        """Submit a job of a registered kind, with the class's max_attempts unless given.
+
+        A kind the app has no class for is refused (`InvalidArgument`): it is most likely a
+        typo, and no worker of this app would run it. Submit it with `app.ledger.submit`.
+        """
         job_class = self.job_classes.get(kind)
-        if job_class is not None:
-            options.setdefault("max_attempts", job_class.max_attempts)
+        if job_class is None:
+            known = ", ".join(sorted(self.job_classes)) or "none"
+            raise InvalidArgument(
+                f"the app has no job class {kind!r} (its kinds: {known}); register it with "
+                "@app.job, or submit it with app.ledger.submit"
+            )
+        options.setdefault("max_attempts", job_class.max_attempts)
         return self.ledger.submit(kind, payload, **options)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from tenure.cli.commands import (
 )
 from tenure.cli.common import DEFAULT_DB, EXIT_FAILURE, EXIT_USAGE, UsageError, _url
 from tenure.cli.processes import cmd_admin_key, cmd_chaos, cmd_demo, cmd_serve, cmd_worker
-from tenure.errors import TenureError
+from tenure.errors import InvalidArgument, TenureError
 from tenure.ledger import Ledger, connect
 from tenure.types import JobState
 
@@ -116,6 +117,7 @@ def _add_tenant_commands(sub: Any) -> None:
     tenant = sub.add_parser(
         "tenant", help="tenants and their API keys", description="Tenants and their API keys."
     )
+    _common(tenant, top=False)  # `tenure tenant --json list` as well as `tenant list --json`
     tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
 
     def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
@@ -228,15 +230,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tenure` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # psycopg_pool logs each failed connection attempt as a multi-line warning; tenure's own
+    # error line says what is wrong.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     url = _url(args)
     try:
         standalone: Standalone | None = getattr(args, "standalone", None)
         if standalone is not None:
             return standalone(args)
-        with connect(url) as ledger:
+        # `tenure migrate` migrates itself, so that it can say what it applied.
+        with connect(url, migrate=args.run is not cmd_migrate) as ledger:
             code: int = args.run(ledger, args)
             return code
-    except UsageError as exc:
+    except (UsageError, InvalidArgument) as exc:
+        # Bad input, found by the parser or by the ledger, is a usage error (exit 2).
         parser.exit(EXIT_USAGE, f"tenure: error: {exc}\n")
     except TenureError as exc:
         print(f"tenure: error: {exc}", file=sys.stderr)

@@ -152,7 +152,7 @@ class Leases(Limits):
             else:
                 emit(
                     log,
-                    logging.INFO,
+                    logging.DEBUG,  # per lease and per beat: the keeper logs a summary at INFO
                     "heartbeat_ok",
                     job=lease.job_id,
                     token=lease.token,

@@ -125,7 +125,12 @@ class Submission(LedgerCore):
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument("payloads must be a list of JSON values")
         check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
-        jobs = [self._new_job(placement, payload, None)[0] for payload in payloads]
+        jobs = []
+        for index, payload in enumerate(payloads):
+            try:
+                jobs.append(self._new_job(placement, payload, None)[0])
+            except InvalidArgument as exc:
+                raise type(exc)(f"payload {index} of {len(payloads)}: {exc}") from exc
         self.store.submit_many(jobs)
         emit(log, logging.INFO, "jobs_submitted", kind=placement.kind, count=len(jobs))
         return [job.id for job in jobs]

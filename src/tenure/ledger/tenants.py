@@ -23,7 +23,10 @@ class Tenants(LedgerCore):
         name = check_name(name, "tenant")
         issued = keys.new_key()
         if not self.store.create_tenant(name, issued.key_id, issued.key_sha256):
-            raise TenantExists(f"tenant {name!r} exists; issue another key with issue_key")
+            raise TenantExists(
+                f"tenant {name!r} exists: issue another key with `tenure tenant key {name}` "
+                "(Ledger.issue_key)"
+            )
         emit(log, logging.INFO, "tenant_created", tenant=name, key_id=issued.key_id)
         return issued.key
 

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import OwnershipUnknown, StoreUnavailable
 from tenure.ledger import Ledger
+from tenure.logs import emit
 from tenure.runtime.run import JobRun
 from tenure.runtime.supervisor import Supervisor
 from tenure.types import CancelReason
@@ -32,6 +33,8 @@ _BATCH_WINDOW = 0.25
 # While the database is away, try again this often (bounded by a quarter heartbeat).
 _RETRY_SECONDS = 1.0
 _IDLE_SECONDS = 1.0
+# Renewals are summed up in one INFO line this often (each one is logged at DEBUG).
+_SUMMARY_SECONDS = 60.0
 
 
 class LeaseKeeper:
@@ -63,6 +66,8 @@ class LeaseKeeper:
         self._threads: list[threading.Thread] = []
         self._settle = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tenure-settle")
         self.counters: Counter[str] = Counter()
+        self._summary: Counter[str] = Counter()
+        self._summary_since = time.monotonic()
 
     def start(self) -> None:
         """Start both threads (idempotent)."""
@@ -165,10 +170,12 @@ class LeaseKeeper:
             result = self._ledger.extend_many([run.lease for run in due])
         except (OwnershipUnknown, StoreUnavailable):
             self.count("extension_failures")
+            self._summarise(failures=1)
             for run in due:
                 run.next_renewal = sent_at + min(_RETRY_SECONDS, run.job_class.heartbeat / 4)
             return
         self.count("heartbeats", len(result.renewed))
+        self._summarise(renewed=len(result.renewed), lost=len(result.lost))
         for run in due:
             if run.lease.job_id in result.renewed:
                 run.confirmed(sent_at, result.renewed[run.lease.job_id])
@@ -177,6 +184,25 @@ class LeaseKeeper:
                 self.count("leases_lost")
                 run.renewing = False
                 run.cancel(CancelReason.LEASE_LOST)
+
+    def _summarise(self, **counts: int) -> None:
+        """Add to the renewal summary; log it at INFO once `_SUMMARY_SECONDS` have passed."""
+        self._summary.update(counts)
+        now = time.monotonic()
+        if now - self._summary_since < _SUMMARY_SECONDS:
+            return
+        emit(
+            log,
+            logging.INFO,
+            "heartbeats",
+            seconds=round(now - self._summary_since, 1),
+            renewed=self._summary["renewed"],
+            lost=self._summary["lost"],
+            failures=self._summary["failures"],
+            leases=len(self._snapshot()),
+        )
+        self._summary.clear()
+        self._summary_since = now
 
     # -- watcher -----------------------------------------------------------------------------
 

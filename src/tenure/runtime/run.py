@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
@@ -51,6 +52,26 @@ class JobRun:
     def log(self, level: int, event: str, **fields: Any) -> None:
         """Log an event about this run, with its job id and token."""
         emit(log, level, event, job=self.lease.job_id, token=self.lease.token, **fields)
+
+    def log_failure(self, error: dict[str, Any], *, retried: bool) -> None:
+        """A failed attempt, at WARNING: its code, the error's type, which attempt of how many,
+        and whether it will be retried (never the message: it may quote content)."""
+        self.log(
+            logging.WARNING,
+            "attempt_failed",
+            code=error.get("code"),
+            error_type=error.get("error_type"),
+            attempt=self.lease.attempt,
+            max_attempts=self.lease.max_attempts,
+            retried=retried,
+        )
+
+    def log_frames(self, exc: BaseException) -> None:
+        """Where a handler's exception came from, at DEBUG: file, line and function of each
+        frame (code locations, not the exception's message or locals)."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = " < ".join(f"{f.filename}:{f.lineno}:{f.name}" for f in reversed(frames))
+        self.log(logging.DEBUG, "handler_traceback", error_type=type(exc).__name__, frames=where)
 
     # -- outcome ---------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads
-from tenure.types import CancelReason, EventType, Lease
+from tenure.types import CancelReason, EventType, JobState, Lease
 
 log = logging.getLogger("tenure.worker")
 
@@ -490,6 +490,7 @@ class Worker:
         except LeaseLost:
             run.cancel(CancelReason.LEASE_LOST)
         except Exception as exc:
+            run.log_frames(exc)
             self._fail(
                 run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
             )
@@ -532,11 +533,13 @@ class Worker:
     def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
         job_class: JobClass = run.job_class
         retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
-        self._finish(
-            run,
-            "fail",
-            lambda r: self._ledger().fail(r.lease, error, retryable=retryable, retry_in=retry_in),
-        )
+
+        def write(r: JobRun) -> JobState:
+            state = self._ledger().fail(r.lease, error, retryable=retryable, retry_in=retry_in)
+            r.log_failure(error, retried=state is JobState.QUEUED)
+            return state
+
+        self._finish(run, "fail", write)
 
     def _finish(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
         if run.try_finish():

@@ -89,6 +89,12 @@ def install(app: FastAPI) -> None:
             {"loc": [str(part) for part in err.get("loc", ())], "msg": str(err.get("msg", ""))}
             for err in exc.errors()
         ]
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            # Its location is a character offset in the body, which reads like a field name.
+            at = errors[0].get("loc", ("body", "?"))[-1]
+            message = f"the request body is not valid JSON (error at character {at})"
+            return error_response(422, "invalid_request", message, details=details)
         where = ".".join(details[0]["loc"]) if details else ""
         what = str(details[0]["msg"]) if details else "invalid request"
         message = f"{where}: {what}" if where else what

@@ -26,6 +26,11 @@ def open_store(url: str, *, timeout: float = 5.0, pool_size: int = 4) -> Store:
         from tenure.storage.postgres.store import PostgresStore
 
         return PostgresStore(url, timeout=timeout, pool_size=pool_size)
+    if url.startswith("sqlite:"):
+        raise UnsupportedDatabase(
+            f"{url!r} is missing the slashes: a SQLite URL is sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db"
+        )
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise UnsupportedDatabase(
         f"unknown database URL scheme {scheme!r}: use sqlite:///path/to/file.db "
