@@ -173,11 +173,7 @@ def test_cancel(world: World) -> None:
     try:
         assert world.in_retrieve.wait(10)
         world.app.ledger.cancel(job_id)
-        poll(
-            lambda: "heartbeat_lost" in [e.type for e in world.app.ledger.events(job_id)],
-            10,
-            "the worker to notice",
-        )
+        poll(lambda: worker.stats.get("cancels_heard") or None, 10, "the worker to notice")
         world.hold_retrieve.set()
         poll(lambda: not worker._active(), 10, "the handler to stop")
     finally:

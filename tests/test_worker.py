@@ -19,8 +19,9 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.logs import configure_json_logging
+from tests.support.cli import tenure_cli
 from tests.support.timing import SHORT
-from tests.support.waiting import poll
+from tests.support.waiting import poll, until_db_time_passes
 
 
 def events(app: tenure.App, job_id: str) -> list[str]:
@@ -198,8 +199,9 @@ def test_async_handler_runs_steps_and_effects(make_app: Callable[[], tenure.App]
 def test_cancel_reaches_a_running_handler_and_its_result_is_rejected(
     make_app: Callable[[], tenure.App],
 ) -> None:
-    """Cancel while running: the next heartbeat finds zero rows, ctx.cancelled is set, on_cancel
-    runs, and what the handler returns afterwards is rejected, not committed."""
+    """Cancel while running: ctx.cancelled is set, on_cancel runs, and what the handler
+    returns afterwards is never committed (discarded by the worker; the database would refuse
+    it too: the token was bumped)."""
     app = make_app()
     started, hook_ran = threading.Event(), threading.Event()
 
@@ -211,14 +213,15 @@ def test_cancel_reaches_a_running_handler_and_its_result_is_rejected(
         return {"reason": ctx.cancel_reason}
 
     job_id = app.submit("export", {})
-    with tenure.Worker(app):
+    with tenure.Worker(app) as worker:
         assert started.wait(10)
         app.ledger.cancel(job_id)
         assert hook_ran.wait(5)
-        poll(lambda: "result_rejected" in events(app, job_id), 10, "result_rejected")
+        poll(lambda: worker.running == 0 or None, 10, "the run to end")
     job = app.ledger.get(job_id)
     assert (job.state, job.result) == (JobState.CANCELLED, None)
-    assert "heartbeat_lost" in events(app, job_id)
+    assert "job_cancelled" in events(app, job_id)
+    assert "job_succeeded" not in events(app, job_id)
 
 
 def test_lease_loss_cancels_an_async_handler(make_app: Callable[[], tenure.App]) -> None:
@@ -456,3 +459,94 @@ def test_sqlite_connections_stay_few_while_many_jobs_run(tmp_path: Path) -> None
     finally:
         app.close()
     assert opened <= 3 + 3  # runners, keeper threads, claim loop: far below one per job
+
+
+def test_the_class_policy_bounds_jobs_submitted_without_the_class(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """A job submitted by `ledger.submit` (5 attempts by default) of a class with
+    max_attempts=2 runs at most twice: the class's policy is the worker's."""
+    app = make_app()
+    calls: list[int] = []
+
+    @app.job("strict", max_attempts=2, **SHORT)
+    def strict(ctx: tenure.JobContext, payload: Any) -> None:
+        calls.append(ctx.attempt)
+        raise RuntimeError("always")
+
+    job_id = app.ledger.submit("strict", {})
+    assert app.ledger.get(job_id).max_attempts == 5
+    with tenure.Worker(app, concurrency=1):
+        job = app.ledger.wait(job_id, 30)
+    assert job.state is JobState.FAILED
+    assert calls == [1, 2]
+
+
+def test_a_reclaim_past_the_class_attempts_fails_without_running(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """The last allowed attempt's lease expired (a ghost owner): the worker's claim of the
+    next attempt fails the job `lease_expired` and never calls the handler."""
+    app = make_app()
+    calls: list[int] = []
+
+    @app.job("once", max_attempts=1, **SHORT)
+    def once(ctx: tenure.JobContext, payload: Any) -> None:
+        calls.append(ctx.attempt)
+
+    job_id = app.ledger.submit("once", {})
+    ghost = app.ledger.claim("ghost", kinds=["once"], lease_seconds=0.2)
+    assert ghost is not None and ghost.attempt == 1
+    until_db_time_passes(app.ledger, ghost.lease_until)
+    with tenure.Worker(app, concurrency=1):
+        job = app.ledger.wait(job_id, 30)
+    assert job.state is JobState.FAILED
+    assert job.error["code"] == "lease_expired"
+    assert calls == []
+
+
+def _cancel_watcher(app: tenure.App, **timing: Any) -> tuple[dict[str, Any], threading.Event]:
+    seen: dict[str, Any] = {}
+    started = threading.Event()
+
+    @app.job("watch", **timing)
+    def watch(ctx: tenure.JobContext, payload: Any) -> None:
+        started.set()
+        ctx.cancelled.wait(30)
+        seen["reason"] = ctx.cancel_reason
+
+    return seen, started
+
+
+def test_an_operator_cancel_reaches_the_handler_as_cancelled_at_once(
+    make_app: Callable[[], tenure.App], db_url: str
+) -> None:
+    """`ledger.cancel` while the handler runs: `ctx.cancel_reason` is "cancelled" (not
+    "lease_lost"), delivered by the cancel's own notification (PostgreSQL NOTIFY, or this
+    process's cancel on SQLite), long before the 10 s heartbeat would have found it."""
+    app = make_app()
+    seen, started = _cancel_watcher(app, lease=30, heartbeat=10, missed=1, jitter=5)
+    job_id = app.submit("watch", {})
+    with tenure.Worker(app, concurrency=1) as worker, tenure.connect(db_url) as operator:
+        assert started.wait(20)
+        operator.cancel(job_id)
+        poll(lambda: "reason" in seen or None, 20, "the handler to see the cancel")
+        assert worker.stats.get("cancels_heard") == 1
+    assert seen["reason"] == "cancelled"
+    assert app.ledger.get(job_id).state is JobState.CANCELLED
+
+
+def test_a_cancel_from_another_process_reads_cancelled(
+    make_app: Callable[[], tenure.App], db_url: str
+) -> None:
+    """`tenure cancel ID` from another process: the handler's reason is "cancelled" on both
+    backends (PostgreSQL by NOTIFY, SQLite at the next renewal, which asks why it failed)."""
+    app = make_app()
+    seen, started = _cancel_watcher(app, **SHORT)
+    job_id = app.submit("watch", {})
+    with tenure.Worker(app, concurrency=1):
+        assert started.wait(20)
+        done = tenure_cli("cancel", job_id, "--db", db_url)
+        assert done.returncode == 0, done.stderr
+        poll(lambda: "reason" in seen or None, 20, "the handler to see the cancel")
+    assert seen["reason"] == "cancelled"

@@ -26,7 +26,15 @@ from tenure.ledger.core import backoff_delay, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
 from tenure.storage.base import NO_CLAIM, ClaimRequest, Publish
-from tenure.types import JSON, EventType, ExtendResult, JobState, Lease, StageKind
+from tenure.types import (
+    JSON,
+    CancelReason,
+    EventType,
+    ExtendResult,
+    JobState,
+    Lease,
+    StageKind,
+)
 from tenure.validation import check_int, check_name, check_seconds, encode_json
 
 log = logging.getLogger("tenure")
@@ -323,6 +331,17 @@ class Leases(Limits):
         if not done:
             self._lost(lease, "finish_stage")
         return encoded.text
+
+    def lost_reason(self, job_id: str) -> CancelReason:
+        """Why a lease write found no row: `cancelled` when an operator cancelled the job,
+        else `lease_lost` (also when the database cannot say)."""
+        try:
+            job = self.store.get(job_id)
+        except StoreUnavailable:
+            return CancelReason.LEASE_LOST
+        if job is not None and job.state is JobState.CANCELLED:
+            return CancelReason.CANCELLED
+        return CancelReason.LEASE_LOST
 
     def record(self, lease: Lease, event: EventType, **detail: Any) -> None:
         """Append an event about this lease's job (e.g. `step_in_doubt`); no lease check."""

@@ -180,11 +180,16 @@ class Submission(LedgerCore):
         )
         return job, encoded
 
-    def on_claimable(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        """Call `callback(kind)` ('' for any kind) when jobs may have become claimable:
-        PostgreSQL LISTEN/NOTIFY, or this process's own submits on SQLite. Best effort (a
-        worker polls as well); returns the function that stops it."""
-        return self.store.listen(callback)
+    def on_claimable(
+        self,
+        callback: Callable[[str], None],
+        on_cancelled: Callable[[str, int], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call `callback(kind)` ('' for any kind) when jobs may have become claimable, and
+        `on_cancelled(job_id, token)` when a job is cancelled: PostgreSQL LISTEN/NOTIFY, or
+        this process's own submits and cancels on SQLite. Best effort (a worker polls and
+        renews as well); returns the function that stops it."""
+        return self.store.listen(callback, on_cancelled)
 
 
 def _schedule(run_after: datetime | timedelta | float | None) -> tuple[datetime | None, float]:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tenure.errors import JobCancelled
+from tenure.errors import JobCancelled, NonRetryable
 from tenure.ledger import Ledger
 from tenure.runtime import checkpoints
 from tenure.runtime.context import JobContext
@@ -30,6 +30,14 @@ def open_context(
     `ResumeRefused` end the job `failed`.
     """
     lease, job_class = run.lease, run.job_class
+    if lease.attempt > job_class.max_attempts:
+        # The job's row allowed more attempts than its class (it was submitted without the
+        # class: the CLI, HTTP, `ledger.submit`); the class's policy is the worker's.
+        raise NonRetryable(
+            f"attempt {lease.attempt} is past the class's max_attempts={job_class.max_attempts}: "
+            "the lease of its last allowed attempt expired",
+            code="lease_expired",
+        )
     # Token 1 is the job's first claim ever: no stage can have been recorded yet.
     stages = [] if lease.token == 1 else ledger.store.stages(lease.job_id)
     if not stages:

@@ -256,7 +256,7 @@ class JobContext:
         try:
             return write()
         except LeaseLost:
-            self._run.cancel(CancelReason.LEASE_LOST)
+            self._run.cancel(self._ledger.lost_reason(self.job_id))
             raise JobCancelled("lease_lost") from None
 
 

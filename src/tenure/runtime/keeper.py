@@ -105,6 +105,17 @@ class LeaseKeeper:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
 
+    def cancelled(self, job_id: str, token: int) -> None:
+        """An operator cancelled `job_id`, bumping its token to `token` (a NOTIFY, or a cancel
+        in this process): stop its run now rather than at the next renewal. A run that holds
+        `token` or a later one was claimed after that cancel and goes on."""
+        with self._lock:
+            run = self._runs.get(job_id)
+        if run is not None and run.lease.token < token:
+            self.count("cancels_heard")
+            run.renewing = False
+            run.cancel(CancelReason.CANCELLED)
+
     def renew_now(self) -> None:
         """Renew at once (an effect wants a fresher confirmation)."""
         now = time.monotonic()
@@ -183,7 +194,7 @@ class LeaseKeeper:
             else:
                 self.count("leases_lost")
                 run.renewing = False
-                run.cancel(CancelReason.LEASE_LOST)
+                run.cancel(self._ledger.lost_reason(run.lease.job_id))
 
     def _summarise(self, **counts: int) -> None:
         """Add to the renewal summary; log it at INFO once `_SUMMARY_SECONDS` have passed."""

@@ -65,8 +65,6 @@ _FIRST_IDLE_WAIT = 0.02
 _GATHER_WAIT = 0.005
 # Cancellations after which a returned result is still offered to the database to judge.
 _DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
-# An outcome that meets an unreachable database is retried for up to one lease length: past
-# that the lease has surely expired and the database would refuse it anyway.
 
 
 @dataclass
@@ -174,7 +172,7 @@ class Worker:
         self._live = _Running(ledger, keeper, committer, loop)
         keeper.start()
         committer.start()
-        self._live.stop_listening = ledger.on_claimable(self._on_claimable)
+        self._live.stop_listening = ledger.on_claimable(self._on_claimable, keeper.cancelled)
         if loop is not None:
             self._live.loop_thread = self._supervisor.spawn("async", loop.run_forever)
         self._live.claim_thread = self._supervisor.spawn("claim", self._claim_loop)
@@ -488,7 +486,7 @@ class Worker:
             run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             self._fail(run, {"code": "ownership_unknown"}, retryable=True)
         except LeaseLost:
-            run.cancel(CancelReason.LEASE_LOST)
+            run.cancel(self._ledger().lost_reason(run.lease.job_id))
         except Exception as exc:
             run.log_frames(exc)
             self._fail(
@@ -533,6 +531,8 @@ class Worker:
     def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
         job_class: JobClass = run.job_class
         retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
+        # The class bounds the attempts of every job of its kind, however it was submitted.
+        retryable = retryable and run.lease.attempt < job_class.max_attempts
 
         def write(r: JobRun) -> JobState:
             state = self._ledger().fail(r.lease, error, retryable=retryable, retry_in=retry_in)
@@ -554,7 +554,7 @@ class Worker:
                 outcome = write(run)
             except LeaseLost:
                 keeper.count("results_rejected")
-                run.cancel(CancelReason.LEASE_LOST)
+                run.cancel(self._ledger().lost_reason(run.lease.job_id))
                 return
             except OwnershipUnknown:
                 if time.monotonic() > deadline or self._hurry.is_set():

@@ -177,9 +177,15 @@ class Store(Protocol):
         with their events, atomically; return how many."""
         ...
 
-    def listen(self, callback: Callable[[str], None]) -> Callable[[], None]:
-        """Call `callback(kind)` when jobs of `kind` ('' for any) may have become claimable;
-        return the function that stops listening. Best effort: workers poll as well."""
+    def listen(
+        self,
+        callback: Callable[[str], None],
+        on_cancelled: Callable[[str, int], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call `callback(kind)` when jobs of `kind` ('' for any) may have become claimable,
+        and `on_cancelled(job_id, token)` when a job is cancelled (its token after the
+        cancel); return the function that stops listening. Best effort: workers poll and
+        renew as well."""
         ...
 
     def claim(self, request: ClaimRequest) -> list[Lease]:

@@ -18,7 +18,26 @@ def channel_of(schema: str) -> str:
     return f"tenure_jobs:{schema}"
 
 
+def cancel_channel_of(schema: str) -> str:
+    """The channel on which a cancel announces `<job id>:<token after the cancel>`."""
+    return f"tenure_cancel:{schema}"
+
+
 WakeCallback = Callable[[str], None]
+# Called with the job id and its token after the cancel (the run to stop holds a lower one).
+CancelCallback = Callable[[str, int], None]
+
+
+def cancel_payload(job_id: str, token: int) -> str:
+    """What a cancel announces."""
+    return f"{job_id}:{token}"
+
+
+def read_cancel(payload: str, callback: CancelCallback) -> None:
+    """Call `callback` for a well-formed cancel announcement; ignore anything else."""
+    job_id, _, token = payload.rpartition(":")
+    if job_id and token.isdigit():
+        callback(job_id, int(token))
 
 
 class LocalWakeups:
@@ -50,3 +69,5 @@ class LocalWakeups:
 
 
 LOCAL = LocalWakeups()
+# Cancels made in this process, for its workers on the same file (others learn at renewal).
+LOCAL_CANCELS = LocalWakeups()

@@ -10,7 +10,13 @@ import psycopg
 from psycopg import sql
 
 from tenure.logs import emit
-from tenure.storage.wakeup import WakeCallback, channel_of
+from tenure.storage.wakeup import (
+    CancelCallback,
+    WakeCallback,
+    cancel_channel_of,
+    channel_of,
+    read_cancel,
+)
 
 log = logging.getLogger("tenure.worker")
 
@@ -27,9 +33,17 @@ class PostgresListener:
     is why workers keep polling (at their poll interval) as the fallback.
     """
 
-    def __init__(self, conninfo: str, callback: WakeCallback, *, wait: float = 5.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        callback: WakeCallback,
+        on_cancelled: CancelCallback | None = None,
+        *,
+        wait: float = 5.0,
+    ) -> None:
         self._conninfo = conninfo
         self._callback = callback
+        self._on_cancelled = on_cancelled
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tenure-pg-listen", daemon=True)
@@ -43,14 +57,19 @@ class PostgresListener:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     row = conn.execute("SELECT current_schema()").fetchone()
-                    channel = channel_of(str(row[0]) if row else "public")
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    schema = str(row[0]) if row else "public"
+                    channel, cancels = channel_of(schema), cancel_channel_of(schema)
+                    for name in (channel, cancels) if self._on_cancelled else (channel,):
+                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
                     self.connected.set()
                     emit(log, logging.DEBUG, "listen_started", channel=channel)
                     probed = time.monotonic()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._callback(note.payload)
+                            if note.channel == cancels and self._on_cancelled is not None:
+                                read_cancel(note.payload, self._on_cancelled)
+                            else:
+                                self._callback(note.payload)
                         if time.monotonic() - probed > _PROBE_SECONDS:
                             # A reset connection is not reported by notifies() itself; a
                             # round trip finds it (and tcp_user_timeout a silent one).

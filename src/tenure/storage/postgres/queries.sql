@@ -285,7 +285,12 @@ logged AS (
            jsonb_build_object('was', b.state)
     FROM cancelled c JOIN before b ON b.id = c.id
 )
-SELECT id::text AS id FROM cancelled;
+-- The owning worker (any listening worker) stops the run at once instead of at its next renewal.
+SELECT id::text AS id FROM cancelled
+CROSS JOIN LATERAL (
+    SELECT pg_notify('tenure_cancel:' || current_schema(),
+                     cancelled.id::text || ':' || cancelled.fencing_token)
+) AS told;
 
 -- name: requeue
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),

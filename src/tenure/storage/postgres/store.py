@@ -32,7 +32,7 @@ from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
-from tenure.storage.wakeup import WakeCallback
+from tenure.storage.wakeup import CancelCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
@@ -251,9 +251,11 @@ class PostgresStore(SqlStore):
         )
         return int(rows[0]["inserted"])
 
-    def listen(self, callback: WakeCallback) -> Callable[[], None]:
-        """Call `callback(kind)` when jobs of `kind` become claimable; returns the stop."""
-        return PostgresListener(self._conninfo, callback, wait=self._timeout).close
+    def listen(
+        self, callback: WakeCallback, on_cancelled: CancelCallback | None = None
+    ) -> Callable[[], None]:
+        """LISTEN on one connection for claimable kinds (and cancels); returns the stop."""
+        return PostgresListener(self._conninfo, callback, on_cancelled, wait=self._timeout).close
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results and claim in one statement."""

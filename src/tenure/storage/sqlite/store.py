@@ -30,7 +30,14 @@ from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.sqlite.turns import WriteTurns
-from tenure.storage.wakeup import LOCAL, WakeCallback
+from tenure.storage.wakeup import (
+    LOCAL,
+    LOCAL_CANCELS,
+    CancelCallback,
+    WakeCallback,
+    cancel_payload,
+    read_cancel,
+)
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.sqlite")
@@ -305,9 +312,23 @@ class SqliteStore(SqlStore):
         LOCAL.publish(self._where, first.kind)
         return len(jobs)
 
-    def listen(self, callback: WakeCallback) -> Callable[[], None]:
-        """Wake on submits made by this process (other processes are found by polling)."""
-        return LOCAL.subscribe(self._where, callback)
+    def listen(
+        self, callback: WakeCallback, on_cancelled: CancelCallback | None = None
+    ) -> Callable[[], None]:
+        """Wake on submits and cancels made by this process (other processes' are found by
+        polling and at the next renewal)."""
+        stops = [LOCAL.subscribe(self._where, callback)]
+        if on_cancelled is not None:
+            cancels = on_cancelled
+            stops.append(
+                LOCAL_CANCELS.subscribe(self._where, lambda note: read_cancel(note, cancels))
+            )
+
+        def stop() -> None:
+            for each in stops:
+                each()
+
+        return stop
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results whose lease holds, then claim, in one transaction."""
@@ -418,25 +439,30 @@ class SqliteStore(SqlStore):
         return True
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel and bump the token in one write."""
-        return self._operator_transition(job_id, "cancel", "job_cancelled")
+        """Cancel and bump the token in one write; tell this process's workers."""
+        token = self._operator_transition(job_id, "cancel", "job_cancelled")
+        if token is None:
+            return False
+        LOCAL_CANCELS.publish(self._where, cancel_payload(job_id, token))
+        return True
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
-        if not self._operator_transition(job_id, "requeue", "job_requeued"):
+        if self._operator_transition(job_id, "requeue", "job_requeued") is None:
             return False
         LOCAL.publish(self._where, "")
         return True
 
-    def _operator_transition(self, job_id: str, query: str, event: str) -> bool:
-        """An operator's state change and its event (with the state it left) in one write."""
+    def _operator_transition(self, job_id: str, query: str, event: str) -> int | None:
+        """An operator's state change and its event (with the state it left) in one write;
+        the job's token after it, or None when the state did not allow it."""
         with self._transaction() as tx:
             was = tx.one(f"{query}__was", {"job_id": job_id})
             row = tx.one(query, {"job_id": job_id})
             if row is None or was is None:
-                return False
+                return None
             tx.event(job_id, event, row["fencing_token"], row["owner_id"], {"was": was["state"]})
-            return True
+            return int(row["fencing_token"])
 
     def stage_start(
         self,
