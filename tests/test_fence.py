@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 
 import tenure
-from tenure.fence import FenceGuard, FenceMiddleware, headers
+from tenure.fence import FenceGuard, FenceMiddleware, Recorded, headers
 from tests.support.waiting import poll
 
 
@@ -32,8 +32,8 @@ def test_a_repeated_key_replays_without_running(guard: FenceGuard) -> None:
     older = guard.apply("job-1", 1, "tool-job:job-1:charge", lambda: calls.append(3) or {"id": 9})
     assert first == again == older == {"id": 7}
     assert calls == [1]
-    assert guard.lookup("tool-job:job-1:charge") == {"id": 7}
-    assert guard.lookup("tool-job:job-1:never") is None
+    assert guard.lookup("tool-job:job-1:charge") == Recorded("done", {"id": 7}, 3)
+    assert guard.lookup("tool-job:job-1:never") == Recorded("never_ran")
 
 
 def test_a_new_key_with_a_stale_fence_is_refused(guard: FenceGuard) -> None:
@@ -44,7 +44,7 @@ def test_a_new_key_with_a_stale_fence_is_refused(guard: FenceGuard) -> None:
     with pytest.raises(tenure.StaleFence, match="below the highest accepted"):
         guard.apply("job-1", 4, "k2", lambda: ran.append("stale"))
     assert ran == []
-    assert guard.lookup("k2") is None
+    assert not guard.lookup("k2").ran
     assert guard.apply("job-1", 5, "k3", lambda: "same fence") == "same fence"
     assert guard.apply("job-1", 6, "k4", lambda: "higher") == "higher"
     with pytest.raises(tenure.StaleFence):
@@ -82,6 +82,23 @@ def test_concurrent_calls_with_one_key_run_fn_once(db_url: str) -> None:
     assert results == [{"n": 1}] * 8
 
 
+def test_lookup_tells_a_command_that_returned_nothing_from_one_that_never_ran(
+    guard: FenceGuard,
+) -> None:
+    """An email sent returns None: `lookup` says it ran (with result None), distinct from a
+    key never seen and from one still running."""
+    assert guard.apply("job-2", 1, "tool-job:job-2:email", lambda: None) is None
+    sent = guard.lookup("tool-job:job-2:email")
+    assert (sent.ran, sent.state, sent.result) == (True, "done", None)
+    never = guard.lookup("tool-job:job-2:other")
+    assert (never.ran, never.state) == (False, "never_ran")
+    with guard.store.fence_transaction() as tx:
+        tx.highest("job-2")
+        tx.begin("tool-job:job-2:pending", "job-2", 1)
+    pending = guard.lookup("tool-job:job-2:pending")
+    assert (pending.ran, pending.state, pending.fence) == (False, "running", 1)
+
+
 def test_a_failing_fn_stores_nothing(guard: FenceGuard) -> None:
     """If fn raises, the error propagates, nothing is stored, and the key can run again."""
 
@@ -90,7 +107,7 @@ def test_a_failing_fn_stores_nothing(guard: FenceGuard) -> None:
 
     with pytest.raises(RuntimeError):
         guard.apply("job", 1, "key", broken)
-    assert guard.lookup("key") is None
+    assert guard.lookup("key").state == "never_ran"
     assert guard.apply("job", 1, "key", lambda: "second try") == "second try"
 
 
@@ -112,7 +129,7 @@ def test_bad_guard_input_is_refused(guard: FenceGuard) -> None:
             guard.apply(scope, fence, key, lambda: 1)  # type: ignore[arg-type]
     with pytest.raises(tenure.InvalidArgument):
         guard.apply("s", 1, "k", lambda: {1, 2})
-    assert guard.lookup("k") is None
+    assert guard.lookup("k").state == "never_ran"
 
 
 # -- the middleware over a real server -----------------------------------------------------------

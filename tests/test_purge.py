@@ -116,11 +116,30 @@ def test_tenure_purge_command(db_url: str) -> None:
     kept = run("--older-than", "30d", "--json")
     assert kept.returncode == 0, kept.stderr
     assert json.loads(kept.stdout)["jobs"] == 0
-    done = run("--older-than", "0s", "--json")
+    # A bare number has no unit; an age under a minute needs --yes: both delete nothing.
+    bare = run("--older-than", "30")
+    assert bare.returncode == 2 and "needs its unit" in bare.stderr
+    unconfirmed = run("--older-than", "0s")
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
+    preview = run("--older-than", "0s", "--dry-run", "--json")
+    assert preview.returncode == 0, preview.stderr
+    assert json.loads(preview.stdout) | {"batches": 0} == {
+        "dry_run": True,
+        "jobs": 1,
+        "stages": 0,
+        "effects": 0,
+        "events": 0,
+        "kept_for_keys": 0,
+        "batches": 0,
+    }
+    assert "would purge 1 jobs" in run("--older-than", "0s", "--dry-run").stdout
+    with tenure.connect(db_url) as ledger:
+        assert len(ledger.list()) == 2, "a refused or dry run deleted something"
+    done = run("--older-than", "0s", "--yes", "--json")
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout)
     assert (figures["jobs"], figures["stages"], figures["effects"]) == (1, 2, 1)
-    plain = run("--older-than", "0")
+    plain = run("--older-than", "0s", "--yes")
     assert plain.returncode == 0 and "purged 0 jobs" in plain.stdout
     for bad in ("soon", "-1d", "30x"):
         result = run("--older-than", bad)

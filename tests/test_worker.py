@@ -116,7 +116,7 @@ def test_a_changed_step_order_is_an_error(make_app: Callable[[], tenure.App]) ->
 
 
 def test_non_retryable_fails_at_once(make_app: Callable[[], tenure.App]) -> None:
-    """NonRetryable ends the job failed on the first attempt, with its code only."""
+    """NonRetryable ends the job failed on the first attempt, with its code and message."""
     app = make_app()
 
     @app.job("pay", **SHORT)
@@ -129,7 +129,7 @@ def test_non_retryable_fails_at_once(make_app: Callable[[], tenure.App]) -> None
     assert (job.state, job.attempt, job.error) == (
         JobState.FAILED,
         1,
-        {"code": "permission_denied"},
+        {"code": "permission_denied", "message": "card declined for customer c-1048"},
     )
 
 
@@ -550,3 +550,30 @@ def test_a_cancel_from_another_process_reads_cancelled(
         assert done.returncode == 0, done.stderr
         poll(lambda: "reason" in seen or None, 20, "the handler to see the cancel")
     assert seen["reason"] == "cancelled"
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_non_retryable_message_is_kept_for_the_operator_unless_turned_off(
+    db_url: str, keep: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`NonRetryable(message, code=...)`: the failed job's error holds the code and (bounded)
+    the message, or with `keep_error_messages=False` the code alone; no log line has it."""
+    app = tenure.App(db_url, keep_error_messages=keep)
+
+    @app.job("validate", **SHORT)
+    def validate(ctx: tenure.JobContext, payload: Any) -> None:
+        raise tenure.NonRetryable("invoice 17 has no VAT number" + "!" * 2000, code="no_vat")
+
+    try:
+        job_id = app.submit("validate", {})
+        with caplog.at_level(logging.DEBUG, logger="tenure"), tenure.Worker(app, concurrency=1):
+            job = app.ledger.wait(job_id, 30)
+    finally:
+        app.close()
+    assert job.state is JobState.FAILED and job.error["code"] == "no_vat"
+    if keep:
+        assert job.error["message"].startswith("invoice 17 has no VAT number")
+        assert len(job.error["message"]) == tenure.NonRetryable.MAX_MESSAGE
+    else:
+        assert "message" not in job.error
+    assert "VAT" not in caplog.text

@@ -113,8 +113,12 @@ class App:
     `connect_options` go to `tenure.connect`.
     """
 
-    def __init__(self, url: str | None = None, **connect_options: Any) -> None:
+    def __init__(
+        self, url: str | None = None, *, keep_error_messages: bool = True, **connect_options: Any
+    ) -> None:
         self.url = url or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_URL
+        # A NonRetryable's message goes into the failed job's `error` (never a log or event).
+        self.keep_error_messages = keep_error_messages
         self.connect_options = connect_options
         self.job_classes: dict[str, JobClass] = {}
         # kind -> from_version -> pure function checkpoint(vN) -> checkpoint(vN+1)

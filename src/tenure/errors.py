@@ -75,12 +75,23 @@ class InvalidJobClass(TenureError):
 class NonRetryable(TenureError):
     """Raised by a handler for an error that retrying cannot fix (validation, permission).
 
-    `code` becomes the failed job's error code (no message content is stored by default).
+    `code` becomes the failed job's error code; the message, written by the developer for the
+    operator, is kept in the job's `error` (its first `MAX_MESSAGE` characters) unless the app
+    was made with `keep_error_messages=False`. Logs and events carry the code only.
     """
+
+    MAX_MESSAGE = 1000
 
     def __init__(self, message: str = "", code: str = "non_retryable") -> None:
         super().__init__(message or code)
         self.code = code
+        self.message = message
+
+    def error_document(self, keep_message: bool = True) -> dict[str, str]:
+        """The failed job's `error`: the code, and the message when kept."""
+        if keep_message and self.message:
+            return {"code": self.code, "message": self.message[: self.MAX_MESSAGE]}
+        return {"code": self.code}
 
 
 class StageMismatch(NonRetryable):

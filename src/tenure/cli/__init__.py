@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep jobs with an idempotency key at least this long (default 7d)",
     )
     p.add_argument("--batch", type=int, default=1000, help="jobs looked at per transaction")
+    p.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
+    p.add_argument("--yes", action="store_true", help="confirm an age under a minute")
     _add_tenant_commands(sub)
     _add_process_commands(sub)
     return parser

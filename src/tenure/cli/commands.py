@@ -135,13 +135,22 @@ def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+# Purging everything that finished less than this long ago needs --yes.
+CONFIRM_BELOW_SECONDS = 60.0
+
+
 def parse_age(text: str) -> float:
-    """`30d`, `12h`, `90m`, `45s`, `2w` or plain seconds → seconds."""
+    """`30d`, `12h`, `90m`, `45s` or `2w` → seconds. A bare number is refused: `30` reads as
+    thirty days to some and as thirty seconds to others."""
     value = text.strip().lower()
     unit = _UNITS.get(value[-1:]) if value else None
-    number = value[:-1] if unit else value
+    if unit is None:
+        raise UsageError(
+            f"an age needs its unit: 30d, 12h, 90m, 45s or 2w, got {text!r} (a bare number "
+            "would be read as seconds)"
+        )
     try:
-        seconds = float(number) * (unit or 1)
+        seconds = float(value[:-1]) * unit
     except ValueError:
         raise UsageError(f"expected an age like 30d, 12h, 90m or 45s, got {text!r}") from None
     if not 0 <= seconds < float("inf"):
@@ -152,6 +161,21 @@ def parse_age(text: str) -> float:
 def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
     older_than = parse_age(args.older_than)
     keep_keys = parse_age(args.keep_keys)
+    if older_than < CONFIRM_BELOW_SECONDS and not (args.yes or args.dry_run):
+        raise UsageError(
+            f"--older-than {args.older_than} deletes every job that finished more than "
+            f"{older_than:g} s ago: add --yes to confirm, or --dry-run to see how many"
+        )
+    if args.dry_run:
+        preview = ledger.purge(older_than, keep_keys=keep_keys, dry_run=True)
+        if args.json:
+            _print_json({"dry_run": True, **asdict(preview)})
+        else:
+            print(
+                f"would purge {preview.jobs} jobs (with their events, stages and effects); "
+                f"would keep {preview.kept_for_keys} for their idempotency keys"
+            )
+        return EXIT_OK
 
     def progress(report: PurgeReport) -> None:
         if report.batches % 10 == 0:

@@ -52,7 +52,7 @@ class Bank:
 
         def reconcile() -> Any:
             earlier = self.guard.lookup(body["original_key"])
-            return earlier if earlier is not None else pay()
+            return earlier.result if earlier.ran else pay()
 
         try:
             result, replayed = self.guard.apply_with_status(

@@ -8,7 +8,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tenure.errors import InvalidArgument, StaleFence
 from tenure.storage import Store, open_store
@@ -26,6 +26,25 @@ class Decision:
     action: str  # run | replay | wait | stale
     result: JSON = None
     highest: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What a receiver knows of one idempotency key (`FenceGuard.lookup`).
+
+    `state` is `"never_ran"` (no command with this key ran to its end, or none came), `"running"`
+    (one is running now, or its receiver died before it ended) or `"done"` (it ran and `result`
+    is what it returned, None included: an email sent returns nothing and still happened).
+    """
+
+    state: Literal["never_ran", "running", "done"]
+    result: JSON = None
+    fence: int | None = None
+
+    @property
+    def ran(self) -> bool:
+        """True when the command ran to its end: do not send it again, use `result`."""
+        return self.state == "done"
 
 
 class FenceGuard:
@@ -111,10 +130,15 @@ class FenceGuard:
             raise
         return await asyncio.to_thread(self._store, key, fence, result), False
 
-    def lookup(self, key: str) -> JSON:
-        """The stored result of `key`, or None if it never ran (ask the receiver what happened)."""
+    def lookup(self, key: str) -> Recorded:
+        """Did the command with `key` happen? `Recorded.ran` and its result (see `Recorded`):
+        the question a worker whose effect is in doubt asks before sending it again."""
         record = self.store.fence_lookup(check_name(key, "idempotency key"))
-        return None if record is None or record.status != "done" else record.result
+        if record is None:
+            return Recorded("never_ran")
+        if record.status != "done":
+            return Recorded("running", fence=record.fence)
+        return Recorded("done", record.result, record.fence)
 
     def _check(self, scope: str, fence: int, key: str) -> None:
         check_name(scope, "fence scope")

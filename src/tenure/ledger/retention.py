@@ -40,6 +40,7 @@ class Retention(LedgerCore):
         keep_keys: timedelta | float = DEFAULT_KEY_RETENTION,
         batch_size: int = 1000,
         on_batch: Callable[[PurgeReport], None] | None = None,
+        dry_run: bool = False,
     ) -> PurgeReport:
         """Delete terminal jobs last changed more than `older_than` ago (by the database's
         clock), with their events, stages and effects.
@@ -48,10 +49,15 @@ class Retention(LedgerCore):
         it is safe while workers run: only jobs that are terminal when their batch runs go. A
         job with an idempotency key is kept until it is also older than `keep_keys`, so a
         repeated submit within that window still finds it. `on_batch` gets the running totals.
+        With `dry_run`, nothing is deleted: the report counts the jobs that would go now (and
+        those kept for their keys), with no batches.
         """
         age = _seconds_of(older_than, "older_than")
         key_age = _seconds_of(keep_keys, "keep_keys")
         scan = check_int(batch_size, "batch size", 1, MAX_BATCH)
+        if dry_run:
+            jobs, kept = self.store.purge_preview(age, key_age)
+            return PurgeReport(jobs=jobs, kept_for_keys=kept)
         report = PurgeReport()
         after = 0
         while True:

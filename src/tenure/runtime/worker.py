@@ -472,7 +472,7 @@ class Worker:
         except JobCancelled as cancelled:
             run.log(logging.WARNING, "job_stopped", reason=cancelled.reason)
         except NonRetryable as exc:
-            self._fail(run, {"code": exc.code}, retryable=False)
+            self._fail(run, exc.error_document(self.app.keep_error_messages), retryable=False)
         except ResumeRefused as exc:
             run.log(logging.WARNING, "resume_refused", code=exc.code)
             self._ledger().record(lease, EventType.RESUME_REFUSED, code=exc.code)

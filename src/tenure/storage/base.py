@@ -213,6 +213,10 @@ class Store(Protocol):
         """Set, or with None remove, a tenant's concurrency limit."""
         ...
 
+    def purge_preview(self, older_than: float, keep_keys: float) -> tuple[int, int]:
+        """How many jobs a purge with these ages would delete now, and keep for their keys."""
+        ...
+
     def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
         """Look at the next `scan` jobs after submission number `after`; delete the terminal
         ones older than `older_than` seconds (keyed ones: older than `keep_keys` as well)

@@ -193,6 +193,11 @@ class SqlStore(Store, ABC):
         }
         return bool(self._write_rows("record_event", params))
 
+    def purge_preview(self, older_than: float, keep_keys: float) -> tuple[int, int]:
+        """How many jobs a purge with these ages would delete now, and keep for their keys."""
+        row = self._read_rows("purge_preview", {"older_than": older_than, "keep_keys": keep_keys})
+        return int(row[0]["jobs"] or 0), int(row[0]["kept_for_keys"] or 0)
+
     # -- operations: figures and tenants -----------------------------------------------------
 
     def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:

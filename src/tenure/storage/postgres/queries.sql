@@ -544,6 +544,19 @@ FROM tenure_tenants t LEFT JOIN tenure_api_keys k ON k.tenant = t.name
 GROUP BY t.name, t.created_at
 ORDER BY t.name;
 
+-- name: purge_preview
+-- What a purge with these ages would delete now (jobs), and keep for their keys.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT count(*) FILTER (WHERE j.idempotency_key IS NULL
+                           OR j.updated_at < clock.now - make_interval(secs => %(keep_keys)s))
+           AS jobs,
+       count(*) FILTER (WHERE j.idempotency_key IS NOT NULL
+                          AND j.updated_at >= clock.now - make_interval(secs => %(keep_keys)s))
+           AS kept_for_keys
+FROM tenure_jobs j, clock
+WHERE j.state IN ('succeeded', 'failed', 'cancelled')
+  AND j.updated_at < clock.now - make_interval(secs => %(older_than)s);
+
 -- name: purge_batch
 -- One bounded step of a purge: the next `scan` jobs in submission order; of those, the
 -- terminal ones older than the cutoff (keyed ones only past the key window) are deleted with

@@ -342,6 +342,17 @@ FROM tenure_tenants t LEFT JOIN tenure_api_keys k ON k.tenant = t.name
 GROUP BY t.name, t.created_at
 ORDER BY t.name;
 
+-- name: purge_preview
+-- What a purge with these ages would delete now (jobs), and keep for their keys.
+WITH clock AS (SELECT (julianday('now') - 2440587.5) * 86400.0 AS now)
+SELECT count(*) FILTER (WHERE j.idempotency_key IS NULL
+                           OR j.updated_at < clock.now - :keep_keys) AS jobs,
+       count(*) FILTER (WHERE j.idempotency_key IS NOT NULL
+                          AND j.updated_at >= clock.now - :keep_keys) AS kept_for_keys
+FROM tenure_jobs j CROSS JOIN clock
+WHERE j.state IN ('succeeded', 'failed', 'cancelled')
+  AND j.updated_at < clock.now - :older_than;
+
 -- name: purge_batch__scan
 -- The next `scan` jobs in submission order (rowid) for one bounded purge step.
 SELECT rowid AS seq, id, state, updated_at, created_at, idempotency_key FROM tenure_jobs
