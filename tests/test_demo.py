@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -35,6 +37,19 @@ def test_demo_on_the_embedded_sqlite_default(tmp_path: Path) -> None:
     check_story(result.stdout)
     assert "frozen (SIGSTOP" in result.stdout
     assert list(tmp_path.iterdir()) == []
+    workspace = Path(re.search(r"workspace (\S+)", result.stdout).group(1))  # type: ignore[union-attr]
+    assert not workspace.exists(), "a passed run leaves no workspace behind"
+
+
+def test_demo_keep_leaves_the_workspace_for_a_look(tmp_path: Path) -> None:
+    """`tenure demo --keep` keeps the databases and worker logs and says where."""
+    result = run_demo("--keep", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    kept = Path(re.search(r"workspace kept: (\S+)", result.stdout).group(1))  # type: ignore[union-attr]
+    try:
+        assert (kept / "tenure.db").exists()
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 @pytest.mark.parametrize("backend", ["postgres"])

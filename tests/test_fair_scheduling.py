@@ -129,6 +129,10 @@ def test_tenure_tenant_limit_command(db_url: str) -> None:
 
     done = run("acme", "10")
     assert done.returncode == 0 and "at most 10" in done.stdout
+    assert "no tenant 'acme' has API keys or jobs yet" in done.stderr
+    with tenure.connect(db_url) as ledger:
+        ledger.submit("k", {}, tenant="acme")
+    assert "note" not in run("acme", "10").stderr
     with tenure.connect(db_url) as ledger:
         assert ledger.tenant_limits() == {"acme": 10}
     for bad in ("0", "-3", "ten", "1.5"):

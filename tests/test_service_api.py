@@ -3,10 +3,12 @@ requeue; tenants kept apart; every error status; the health, readiness and metri
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +16,7 @@ import pytest
 import tenure
 from tenure import JobState, keys
 from tenure.service import ServiceSettings
+from tests.support.cli import tenure_cli
 from tests.support.service import LiveServer
 from tests.support.waiting import poll, until_db_time_passes
 
@@ -307,3 +310,23 @@ def test_metrics_can_require_the_admin_key(ledger: tenure.Ledger) -> None:
         with server.client(admin.key) as client:
             text = client.get("/metrics").text
     assert 'tenure_jobs{kind="ocr",state="queued",tenant="acme"} 1.0' in text
+
+
+def test_a_payload_left_out_is_an_empty_object_as_on_the_command_line(
+    service: Service, db_url: str
+) -> None:
+    """HTTP without `payload` stores `{}`, as `tenure submit` without `--payload` does; an
+    explicit null stays null."""
+    left_out = submit_raw(service, {"kind": "ocr"})
+    explicit = submit_raw(service, {"kind": "ocr", "payload": None})
+    assert service.ledger.get(left_out).payload == {}
+    assert service.ledger.get(explicit).payload is None
+    done = tenure_cli("submit", "ocr", "--json", "--db", db_url)
+    assert done.returncode == 0, done.stderr
+    assert service.ledger.get(json.loads(done.stdout)["id"]).payload == {}
+
+
+def submit_raw(service: Service, body: dict[str, Any]) -> str:
+    response = service.acme.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])

@@ -206,6 +206,9 @@ def _add_process_commands(sub: Any) -> None:
         "SQLite database (or --db URL) and shows, for real, what tenure guarantees.",
     )
     _common(p, top=False)
+    p.add_argument(
+        "--keep", action="store_true", help="keep the workspace (databases, worker logs)"
+    )
     p.set_defaults(standalone=cmd_demo)
     p = sub.add_parser(
         "chaos",

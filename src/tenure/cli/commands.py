@@ -262,6 +262,17 @@ def _parse_limit(text: str) -> int | None:
 def cmd_tenant_limit(ledger: Ledger, args: argparse.Namespace) -> int:
     limit = _parse_limit(args.limit)
     ledger.set_tenant_limit(args.name, limit)
+    # A tenant is any name jobs are submitted under (`default` included); a limit may come
+    # before its first job, so an unknown name is accepted, and said to be unknown.
+    known = any(t.name == args.name for t in ledger.tenants()) or ledger.list(
+        tenant=args.name, limit=1
+    )
+    if limit is not None and not known:
+        print(
+            f"tenure: note: no tenant {args.name!r} has API keys or jobs yet; the limit "
+            "applies to its jobs once they come (check the spelling)",
+            file=sys.stderr,
+        )
     if args.json:
         _print_json({"tenant": args.name, "limit": limit})
     elif limit is None:

@@ -5,6 +5,7 @@ refused by the bank. Prints a timeline and a summary; exit 0 only if every guara
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,9 +56,16 @@ class Timeline:
             self.out.write(f"  {line.at - self.start:6.2f}s {label}  {line.text}\n")
 
 
-def run_demo(db: str | None, out: TextIO = sys.stdout) -> int:
-    """Play the story; return the exit code."""
-    return Demo(db, out).run()
+def run_demo(db: str | None, out: TextIO = sys.stdout, *, keep: bool = False) -> int:
+    """Play the story; return the exit code. The workspace (databases, worker logs) is
+    removed after a run that passed, unless `keep`; a failed run keeps it for its logs."""
+    demo = Demo(db, out)
+    code = demo.run()
+    if code == 0 and not keep:
+        shutil.rmtree(demo.folder, ignore_errors=True)
+    elif code == 0:
+        out.write(f"\nworkspace kept: {demo.folder}\n")
+    return code
 
 
 class Demo:

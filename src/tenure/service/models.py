@@ -19,7 +19,10 @@ class SubmitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    payload: Any = Field(default=None, description="any JSON value, at most 1 MiB encoded")
+    payload: Any = Field(
+        default_factory=dict,
+        description="any JSON value, at most 1 MiB encoded; {} when left out (as `tenure submit`)",
+    )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
     max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
     priority: int = Field(default=0, ge=INT32_MIN, le=INT32_MAX, description="higher runs first")
