@@ -3,6 +3,7 @@ go queued → running → succeeded while a real worker process runs it, cancel 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -55,6 +56,8 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         expect(rows).to_have_count(2)
         state_of = lambda job_id: page.locator(f'tr[data-job-id="{job_id}"] [data-state]')  # noqa: E731
         expect(state_of(watched)).to_have_text("queued")
+        age = page.locator(f'tr[data-job-id="{watched}"] td.age')
+        expect(age).to_have_text(_seconds_left())  # the time since it was submitted
 
         log = tmp_path / "worker.log"
         worker = spawn_worker(
@@ -88,6 +91,11 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         page.click(f'tr[data-job-id="{watched}"] a')
         expect(page.locator("#events tr[data-event=job_succeeded]")).to_have_count(1)
         expect(page.locator("#stages tr")).to_have_count(2)
+        expected = ledger.get(watched)
+        result_text = json.dumps(expected.result, separators=(",", ":"))
+        expect(page.locator('[data-field="result"]')).to_have_text(result_text)
+        size = len(json.dumps(expected.payload, separators=(",", ":")).encode())
+        expect(page.locator('[data-field="payload size"]')).to_have_text(f"{size} bytes")
         _screenshot(page, tmp_path, "job")
 
 
