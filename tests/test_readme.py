@@ -1,15 +1,16 @@
-"""The README's Python code blocks run as written, in order, in one fresh folder (after the
-quick start's commands), with stubs only for the functions a block names as the user's own
-(`render`, `mailer`, `acl`, `charge_card`, …) and a local file for a placeholder URL. A sample
-that drifts from the code (a NameError, a refused class, a claim of the wrong job) fails here.
+"""The README's code blocks run as written, so that the README cannot drift from the code.
 
-The shell blocks are not run here: `../shared/fresh-check` runs the install, demo and test
-commands, and `tests/test_cli.py` the commands one by one.
+Python blocks run in order in one fresh folder (after the quick start's commands), with stubs
+only for the functions a block names as the user's own (`render`, `mailer`, `acl`,
+`charge_card`, …) and a local file for a placeholder URL. Every `tenure` line of the shell
+blocks is parsed by the real command line, and the quick ones run; the other shell lines are
+named in `_OTHERS` with where they run instead.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -94,3 +95,65 @@ def test_every_python_block_runs_as_written(
             closing = getattr(namespace.get(name), "close", None)
             if closing is not None:
                 closing()
+
+
+# Shell lines of the README that are not `tenure` commands, and why this test leaves them to
+# others: installs and the test command run in `../shared/fresh-check` and CI; `curl` needs a
+# running `tenure serve` (tests/test_service_ops.py runs one); `python` lines start the user's
+# module or the benchmark (CI runs `bench/run.py --quick`); `export` sets the shell's database.
+_OTHERS = ("pip ", "curl ", "python ", "export ", "-H ", "TENURE_ADMIN_KEY_SHA256=")
+# `tenure` commands that run for long (or for ever): their arguments are parsed, not run here.
+_LONG = ("worker", "serve", "demo", "chaos", "replay")
+
+
+def shell_commands() -> list[tuple[int, str]]:
+    """(line number, command) of every `tenure` command in the README's ```bash blocks, with
+    continuation lines joined and comments dropped."""
+    text = README.read_text(encoding="utf-8")
+    commands: list[tuple[int, str]] = []
+    for match in _BLOCK.finditer(text):
+        if match.group(1) != "bash":
+            continue
+        start = text.count("\n", 0, match.start()) + 2
+        joined = match.group(2).replace("\\\n", " ")
+        for offset, raw in enumerate(joined.splitlines()):
+            line = raw.split("  #", 1)[0].strip().rstrip("&").strip()
+            if line.startswith("tenure "):
+                commands.append((start + offset, line))
+            elif line and not line.startswith(_OTHERS) and not line.startswith("#"):
+                raise AssertionError(f"README line {start + offset}: no rule for {line!r}")
+    return commands
+
+
+def _arguments(command: str, job_id: str) -> list[str]:
+    """The command's arguments with the README's placeholders filled in."""
+    words = shlex.split(command)[1:]
+    filled = {"ID": job_id, "JOB_ID": job_id, "[--db": None, "URL]": None}
+    return [filled.get(word, word) for word in words if filled.get(word, word) is not None]
+
+
+def test_every_tenure_command_in_the_readme_parses_and_the_quick_ones_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `tenure …` line of the README is accepted by the command line as written (a
+    renamed flag or command fails here); the quick ones run for real, in order, in one fresh
+    folder, on the README's own default database, and succeed."""
+    from tenure.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    commands = shell_commands()
+    assert len(commands) >= 15
+    submitted = tenure_cli("submit", "ocr", "--payload", "{}")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    parser = build_parser()
+    for line, command in commands:
+        arguments = _arguments(command, job_id)
+        try:
+            parser.parse_args(arguments)
+        except SystemExit as exc:
+            raise AssertionError(f"README line {line}: `{command}` does not parse") from exc
+        if arguments[0] in _LONG or "--help" in arguments:
+            continue
+        ran = tenure_cli(*arguments)
+        assert ran.returncode == 0, f"README line {line}: `{command}`: {ran.stderr}"
