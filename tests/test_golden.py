@@ -135,7 +135,7 @@ def test_permission_revoked_mid_job(world: World) -> None:
         worker.stop()
     assert (job.state, job.error, job.attempt) == (
         JobState.FAILED,
-        {"code": "permission_revoked"},
+        {"code": "permission_revoked", "message": "the user lost access"},
         1,
     )
     assert world.replies == Counter()

@@ -112,7 +112,8 @@ def test_a_changed_step_order_is_an_error(make_app: Callable[[], tenure.App]) ->
     with tenure.Worker(app):
         job = app.ledger.wait(job_id, 15)
     assert job.state is JobState.FAILED
-    assert job.error == {"code": "stage_mismatch"}
+    assert job.error["code"] == "stage_mismatch"
+    assert "steps must keep their names and order" in job.error["message"]
 
 
 def test_non_retryable_fails_at_once(make_app: Callable[[], tenure.App]) -> None:
