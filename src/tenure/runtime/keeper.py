@@ -53,6 +53,7 @@ class LeaseKeeper:
         # Settle-pool tasks report their own crashes: a future would keep them silent.
         self._on_stage_timeout = supervisor.guard("settle", on_stage_timeout)
         self._on_lifetime = supervisor.guard("settle", on_lifetime)
+        self._lost = supervisor.guard("settle", self._stop_lost)
         self._runs: dict[str, JobRun] = {}
         self._lock = threading.Lock()
         self._renew_wake = threading.Event()
@@ -194,7 +195,12 @@ class LeaseKeeper:
             else:
                 self.count("leases_lost")
                 run.renewing = False
-                run.cancel(self._ledger.lost_reason(run.lease.job_id))
+                # Why it was lost (an operator's cancel, or another owner) takes a read: on
+                # the settle pool, so that the renewer itself makes one statement per batch.
+                self._settle.submit(self._lost, run)
+
+    def _stop_lost(self, run: JobRun) -> None:
+        run.cancel(self._ledger.lost_reason(run.lease.job_id))
 
     def _summarise(self, **counts: int) -> None:
         """Add to the renewal summary; log it at INFO once `_SUMMARY_SECONDS` have passed."""

@@ -29,7 +29,6 @@ class Supervisor:
     def __init__(self, on_crash: CrashHook) -> None:
         self._on_crash = on_crash
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
         self.crashed: tuple[str, BaseException] | None = None
 
     def spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
@@ -42,8 +41,6 @@ class Supervisor:
                 self.report(name, exc)
 
         thread = threading.Thread(target=supervised, name=f"tenure-{name}", daemon=True)
-        with self._lock:
-            self._threads.append(thread)
         thread.start()
         return thread
 
@@ -69,8 +66,3 @@ class Supervisor:
         emit(log, logging.CRITICAL, "side_task_crashed", task=name, error_type=type(exc).__name__)
         if first:
             self._on_crash(name, exc)
-
-    def threads(self) -> list[threading.Thread]:
-        """Every thread started so far (alive or not)."""
-        with self._lock:
-            return list(self._threads)
