@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import tenure
+from tenure.storage.waits import WaitFor, WaitRequest
 
 Op = tuple[str, Callable[[tenure.Ledger, dict[str, Any]], Any]]
 
@@ -81,6 +82,19 @@ def operations() -> list[Op]:
     def events(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         ledger.events(ctx["job"])
 
+    def signal(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.signal(ctx["job"], "go", {"ok": True})
+
+    def wait(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signal="go")
+        ledger.wait_on(ctx["lease"], request)
+
+    def spawn(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.spawn(ctx["lease"], "child", "k", {"n": 1})
+
+    def children(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
+        ledger.children(ctx["job"])
+
     return [
         ("submit", submit),
         ("submit (repeated key)", submit_repeat),
@@ -99,6 +113,12 @@ def operations() -> list[Op]:
         ("requeue", requeue),
         ("list (100)", list_100),
         ("events", events),
+        ("signal", signal),
+        ("signal (repeat: answered)", signal),
+        ("wait (suspends)", wait),
+        ("wait (signal was there)", wait),
+        ("spawn (child submit+event)", spawn),
+        ("children", children),
     ]
 
 
@@ -195,7 +215,15 @@ def measure(url: str, repeat: int, name: str) -> None:
 def _prepare(ledger: tenure.Ledger, label: str, ctx: dict[str, Any]) -> None:
     """Set up what an operation needs, outside the measured region."""
     ctx["job"] = ledger.submit("k", {"p": time.monotonic_ns()})
-    if label in {"extend", "save_step", "complete", "complete (stale: rejected)"}:
+    if label in {
+        "extend",
+        "save_step",
+        "complete",
+        "complete (stale: rejected)",
+        "wait (suspends)",
+        "wait (signal was there)",
+        "spawn (child submit+event)",
+    }:
         ctx["lease"] = ledger.claim("w", lease_seconds=60)
         if label == "complete (stale: rejected)":
             ledger.cancel(ctx["lease"].job_id)
@@ -207,6 +235,10 @@ def _prepare(ledger: tenure.Ledger, label: str, ctx: dict[str, Any]) -> None:
         for _ in range(10):
             ledger.submit("k", {"p": time.monotonic_ns()})
         ctx["ten"] = ledger.claim_many("w", limit=10, lease_seconds=60)
+    if label == "wait (signal was there)":
+        ledger.signal(ctx["lease"].job_id, "go", {"ok": True})
+    if label == "signal (repeat: answered)":
+        ledger.signal(ctx["job"], "go", {"ok": True})
     if label == "requeue":
         ledger.cancel(ctx["job"])
     if label == "submit (repeated key)":

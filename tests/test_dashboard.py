@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,19 +60,8 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         age = page.locator(f'tr[data-job-id="{watched}"] td.age')
         expect(age).to_have_text(_seconds_left())  # the time since it was submitted
 
-        log = tmp_path / "worker.log"
-        worker = spawn_worker(
-            "tests.support.apps:app",
-            db,
-            log,
-            "--poll",
-            "0.05",
-            "--kinds",
-            "long_stage",
-            env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(tmp_path)},
-        )
+        worker = _worker(db, tmp_path, "long_stage")
         try:
-            wait_started(worker, log)
             expect(state_of(watched)).to_have_text("running", timeout=20_000)
             lease = page.locator(f'tr[data-job-id="{watched}"] [data-lease-until]')
             expect(lease).to_have_text(_seconds_left(), timeout=5_000)
@@ -99,6 +89,23 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         _screenshot(page, tmp_path, "job")
 
 
+def _worker(db: str, folder: Path, kind: str) -> subprocess.Popen[bytes]:
+    """A started `tenure worker tests.support.apps:app` running only `kind`."""
+    log = folder / "worker.log"
+    worker = spawn_worker(
+        "tests.support.apps:app",
+        db,
+        log,
+        "--poll",
+        "0.05",
+        "--kinds",
+        kind,
+        env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
+    )
+    wait_started(worker, log)
+    return worker
+
+
 def _seconds_left() -> object:
     import re
 
@@ -114,3 +121,37 @@ def _screenshot(page: object, folder: Path, name: str = "dashboard") -> Path:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(keep) / path.name)
     return path
+
+
+def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
+    browser: object, tmp_path: Path
+) -> None:
+    """A job waiting for an approval is listed with what it waits for; the job page's form
+    sends the signal, and a real worker process resumes the job to success."""
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.create_tenant("acme")
+        job_id = ledger.submit("approval", {}, tenant="acme")
+        worker = _worker(db, tmp_path, "approval")
+        try:
+            page = browser.new_page()  # type: ignore[attr-defined]
+            page.goto(server.url + "/")
+            page.fill("#api-key", key)
+            page.click("#use-key")
+            row = page.locator(f'tr[data-job-id="{job_id}"]')
+            expect(row.locator("[data-state]")).to_have_text("waiting", timeout=20_000)
+            expect(row.locator("td.waiting-for")).to_contain_text("signal approval")
+            _screenshot(page, tmp_path, "waiting")
+            row.locator("a").click()
+            expect(page.locator("#signal-name")).to_have_value("approval", timeout=10_000)
+            page.fill("#signal-payload", '{"approved": true, "by": "ops"}')
+            page.click("#signal-send")
+            expect(page.locator("#signal-result")).to_have_text("stored", timeout=10_000)
+            expect(page.locator('[data-field="state"]')).to_have_text("succeeded", timeout=20_000)
+            expect(page.locator("#events tr[data-event=signal_received]")).to_have_count(1)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+        done = ledger.get(job_id)
+        assert done.result["answer"] == {"approved": True, "by": "ops"}

@@ -128,3 +128,41 @@ def test_sqlite_wakes_only_its_own_file(tmp_path: Any) -> None:
     other_after.submit("after_stop", {})
     other_after.close()
     assert heard == ["here", "batch"]
+
+
+@pytest.mark.usefixtures("slow_polling")
+def test_a_signal_and_a_child_s_end_wake_an_idle_worker(db_url: str, backend: str) -> None:
+    """A job waiting for a signal resumes within seconds of `tenure signal` from another
+    process (PostgreSQL: NOTIFY; SQLite: a signal in the worker's own process), and a parent
+    waiting for a child resumes as soon as the child ends, not at the next 15-30 s poll."""
+    app = tenure.App(db_url)
+    resumed: dict[str, float] = {}
+
+    @app.job("child")
+    def child(ctx: tenure.JobContext, payload: Any) -> str:
+        return "done"
+
+    @app.job("approver", spawns=["child"])
+    def approver(ctx: tenure.JobContext, payload: Any) -> Any:
+        ctx.wait_for("go")
+        resumed["signal"] = time.monotonic()
+        result = ctx.wait_job(ctx.spawn("child", {}))
+        resumed["child"] = time.monotonic()
+        return result
+
+    try:
+        with tenure.Worker(app, concurrency=2, poll_interval=SLOW_POLL):
+            job_id = app.submit("approver", {})
+            poll(lambda: app.ledger.get(job_id).state is tenure.JobState.WAITING, 20)
+            sent = time.monotonic()
+            if backend == "postgres":
+                done = tenure_cli("signal", job_id, "go", "--db", db_url)
+                assert done.returncode == 0, done.stderr
+            else:
+                app.ledger.signal(job_id, "go")
+            job = poll(lambda: (j := app.ledger.get(job_id)).terminal and j, 10, "the resume")
+        assert job.result == "done"
+        assert resumed["signal"] - sent < 5.0
+        assert resumed["child"] - resumed["signal"] < 5.0
+    finally:
+        app.close()

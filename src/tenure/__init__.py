@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from tenure import fence, replay
 from tenure.app import App, JobClass
 from tenure.errors import (
+    ChildFailed,
     IdempotencyConflict,
     InvalidArgument,
     InvalidJobClass,
@@ -21,6 +22,7 @@ from tenure.errors import (
     OwnershipUnknown,
     PayloadTooLarge,
     ResumeRefused,
+    SignalConflict,
     StageMismatch,
     StaleFence,
     StoreBug,
@@ -33,6 +35,7 @@ from tenure.errors import (
     TerminalJob,
     ToolOutcomeUnknown,
     UnsupportedDatabase,
+    WaitTimeout,
 )
 from tenure.ledger import Ledger, connect
 from tenure.runtime.context import JobContext
@@ -65,6 +68,7 @@ __all__ = [
     "TERMINAL_STATES",
     "App",
     "CancelReason",
+    "ChildFailed",
     "Effect",
     "Event",
     "EventType",
@@ -87,6 +91,7 @@ __all__ = [
     "PayloadTooLarge",
     "PurgeReport",
     "ResumeRefused",
+    "SignalConflict",
     "Stage",
     "StageKind",
     "StageMismatch",
@@ -102,6 +107,7 @@ __all__ = [
     "TerminalJob",
     "ToolOutcomeUnknown",
     "UnsupportedDatabase",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "connect",

@@ -44,6 +44,7 @@ class JobClass:
     version: int = 1
     resume_checks: tuple[ResumeCheck, ...] = ()
     concurrency_limit: int | None = None
+    spawns: tuple[str, ...] = ()
 
     @property
     def is_async(self) -> bool:
@@ -101,6 +102,8 @@ def validate(job_class: JobClass) -> JobClass:
         raise InvalidJobClass(
             f"job class {c.kind!r}: concurrency_limit must be an integer >= 1, got {limit!r}"
         )
+    if not all(isinstance(kind, str) and kind for kind in c.spawns):
+        raise InvalidJobClass(f"job class {c.kind!r}: spawns must list job kinds (strings)")
     if not all(callable(check) for check in c.resume_checks):
         raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
@@ -141,6 +144,7 @@ class App:
         version: int = 1,
         resume_checks: list[ResumeCheck] | tuple[ResumeCheck, ...] = (),
         concurrency_limit: int | None = None,
+        spawns: list[str] | tuple[str, ...] = (),
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -148,6 +152,8 @@ class App:
         `version` is the checkpoint schema this handler writes and reads; `resume_checks` run
         before a job resumes from a checkpoint (see `checkpoint_migration`).
         `concurrency_limit`: at most that many jobs of this kind run at once, across workers.
+        `spawns`: the kinds a handler may submit as child jobs (`ctx.spawn`); any other kind
+        fails the job. The model plans; this list decides.
         """
 
         def register(handler: H) -> H:
@@ -169,6 +175,7 @@ class App:
                     version=version,
                     resume_checks=tuple(resume_checks),
                     concurrency_limit=concurrency_limit,
+                    spawns=tuple(spawns) if not isinstance(spawns, str) else (spawns,),
                 )
             )
             return handler

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TenureError(Exception):
     """Base of every error tenure raises on purpose (except `JobCancelled`)."""
@@ -99,6 +101,29 @@ class StageMismatch(NonRetryable):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="stage_mismatch")
+
+
+class SignalConflict(TenureError):
+    """A signal of that name was already stored for the job with a different payload."""
+
+
+class WaitTimeout(NonRetryable):
+    """A wait (`ctx.wait_for`, `ctx.wait_job`) reached its timeout before its condition held.
+    Raised in the resumed handler; uncaught, it fails the job (the outcome is recorded, so a
+    retry would only meet it again)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="wait_timeout")
+
+
+class ChildFailed(NonRetryable):
+    """A child job awaited by `ctx.wait_job` ended failed or cancelled."""
+
+    def __init__(self, child_id: str, state: str, error: Any) -> None:
+        super().__init__(f"child job {child_id} ended {state}", code="child_failed")
+        self.child_id = child_id
+        self.state = state
+        self.error = error
 
 
 class InvalidTransition(TenureError):

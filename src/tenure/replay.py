@@ -22,6 +22,7 @@ from typing import Any
 from tenure.app import App
 from tenure.errors import InvalidArgument
 from tenure.ledger import Ledger
+from tenure.storage.waits import children_value, signal_value
 from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
 
 
@@ -77,6 +78,7 @@ class ReplayContext:
         self._recorded = {stage.position: stage for stage in recorded}
         self._report = report
         self._position = 0
+        self._ordinals: dict[str, int] = {}
         self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
 
     @property
@@ -116,6 +118,50 @@ class ReplayContext:
         """`effect` for async handlers: the recorded result, nothing sent."""
         return self._substitute(name, self._next())
 
+    def spawn(
+        self, kind: str, payload: Any, *, name: str | None = None, priority: int | None = None
+    ) -> Any:
+        """Spawn nothing: the recorded child's id."""
+        label = name or f"{kind}#{self._ordinal('spawn:' + kind)}"
+        return self._substitute(f"spawn:{label}", self._next(), StageKind.STEP, "child not spawned")
+
+    def wait_for(self, name: str, timeout: float | None = None) -> Any:
+        """Wait for nothing: the recorded signal (or timeout)."""
+        return signal_value(self._recorded_wait(f"signal:{name}"), name, timeout)
+
+    def wait_job(self, job: str | list[str], timeout: float | None = None) -> Any:
+        """Wait for nothing: the recorded children's results (or failure, or timeout)."""
+        outcome = self._recorded_wait(f"wait_job#{self._ordinal('wait_job')}")
+        return children_value(outcome, isinstance(job, str), timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep not at all."""
+        self._recorded_wait(f"sleep#{self._ordinal('sleep')}")
+
+    async def await_for(self, name: str, timeout: float | None = None) -> Any:
+        return self.wait_for(name, timeout)
+
+    async def aspawn(
+        self, kind: str, payload: Any, *, name: str | None = None, priority: int | None = None
+    ) -> Any:
+        return self.spawn(kind, payload, name=name, priority=priority)
+
+    async def await_job(self, job: str | list[str], timeout: float | None = None) -> Any:
+        return self.wait_job(job, timeout)
+
+    async def asleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+    def _ordinal(self, family: str) -> int:
+        self._ordinals[family] = self._ordinals.get(family, 0) + 1
+        return self._ordinals[family]
+
+    def _recorded_wait(self, name: str) -> dict[str, Any]:
+        outcome = self._substitute(name, self._next(), StageKind.WAIT, "not waited")
+        if not isinstance(outcome, dict):
+            raise InvalidArgument(f"the recorded run has no finished wait {name!r} here")
+        return outcome
+
     def unreached(self) -> list[Stage]:
         """Recorded stages the replayed handler never asked for."""
         reached = {stage.position for stage in self._report.stages}
@@ -146,18 +192,24 @@ class ReplayContext:
         )
         return replayed
 
-    def _substitute(self, name: str, recorded: Stage | None) -> Any:
-        note = _placement(name, StageKind.EFFECT, recorded)
+    def _substitute(
+        self,
+        name: str,
+        recorded: Stage | None,
+        kind: StageKind = StageKind.EFFECT,
+        instead: str = "effect not run",
+    ) -> Any:
+        note = _placement(name, kind, recorded)
         value = recorded.result if recorded is not None and not note else None
         self._report.stages.append(
             StageDiff(
                 self._position - 1,
                 name,
-                StageKind.EFFECT.value,
+                kind.value,
                 value,
                 value,
                 bool(note),
-                note or "effect not run: the recorded result was used",
+                note or f"{instead}: the recorded result was used",
             )
         )
         return value

@@ -16,6 +16,7 @@ class JobState(enum.StrEnum):
 
     QUEUED = "queued"
     RUNNING = "running"
+    WAITING = "waiting"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -52,6 +53,10 @@ class EventType(enum.StrEnum):
     JOB_REQUEUED = "job_requeued"
     RESUME_REFUSED = "resume_refused"
     CHECKPOINT_MIGRATED = "checkpoint_migrated"
+    JOB_WAITING = "job_waiting"
+    SIGNAL_RECEIVED = "signal_received"
+    CHILD_SPAWNED = "child_spawned"
+    JOB_RESUMED = "job_resumed"
 
 
 class CancelReason(enum.StrEnum):
@@ -91,6 +96,11 @@ class Job:
     priority: int
     created_at: datetime
     updated_at: datetime
+    parent_id: str | None = None
+    wait: dict[str, Any] | None = None
+    """What a `waiting` job waits for: {"for": "signal"|"jobs"|"timer", "name"?, "jobs"?,
+    "position", "until"?} (`until` an ISO time by the database's clock); kept after the wait
+    until the next one."""
 
     @property
     def terminal(self) -> bool:
@@ -119,6 +129,7 @@ class Lease:
     payload: JSON = field(repr=False)
     step: int = 0
     checkpoint: JSON = field(default=None, repr=False)
+    wait: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +146,12 @@ class Event:
 
 
 class StageKind(enum.StrEnum):
-    """A step is safe to re-run; an effect acts on the world and is fenced and keyed."""
+    """A step is safe to re-run; an effect acts on the world and is fenced and keyed; a wait
+    (a signal, child jobs, a timer) suspends the job without a lease."""
 
     STEP = "step"
     EFFECT = "effect"
+    WAIT = "wait"
 
 
 class StageStatus(enum.StrEnum):

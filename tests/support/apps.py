@@ -117,3 +117,46 @@ def clocked(ctx: tenure.JobContext, payload: Any) -> Any:
 @app.job("tick")
 def tick(ctx: tenure.JobContext, payload: Any) -> None:
     """A no-op: the fairness test counts who runs how many."""
+
+
+# -- runs that wait (tests/test_waits_faults.py) --------------------------------------------
+KILL_AT = os.environ.get("TENURE_TEST_KILL_AT", "")
+
+
+def kill_point(point: str) -> None:
+    """At the point the test named, say so and block: the test kills this process here."""
+    if point == KILL_AT:
+        mark(f"at-{point}-{os.getpid()}")
+        wait_for("never", timeout=600)
+
+
+@app.job("wait_child", **FAST)
+def wait_child(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A fenced effect at the test's receiver (a bank on loopback): applied once per key."""
+
+    def charge(fx: tenure.Effect) -> Any:
+        kill_point("child_running")
+        return post("charge", fx, fx.job_id, {"amount_cents": payload["n"] * 10})
+
+    return {"n": payload["n"], "charged": ctx.effect("charge", charge)["amount_cents"]}
+
+
+@app.job("wait_parent", spawns=["wait_child"], **FAST)
+def wait_parent(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Spawns two children, waits for both, builds its result from theirs."""
+    ctx.step("plan", lambda: mark("planned", ctx.job_id))
+    kill_point("before_spawn")
+    first = ctx.spawn("wait_child", {"n": 1})
+    second = ctx.spawn("wait_child", {"n": 2})
+    kill_point("between")
+    results = ctx.wait_job([first, second], timeout=120)
+    kill_point("after_children")
+    return {"total": sum(r["charged"] for r in results)}
+
+
+@app.job("approval", **FAST)
+def approval(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Code before the wait runs once (its step is replayed); the answer comes by signal."""
+    ctx.step("before", lambda: mark("before-wait", NAME))
+    answer = ctx.wait_for("approval", timeout=300)
+    return {"answer": answer, "resumed_by": NAME}

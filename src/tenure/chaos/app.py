@@ -39,17 +39,20 @@ def charge(fx: tenure.Effect, amount: int) -> Any:
         raise
 
 
-@app.job(
-    "chaos.order",
-    lease=LEASE,
-    heartbeat=LEASE / 4,
-    missed=1,
-    jitter=LEASE / 4,
-    max_attempts=25,
-    backoff=0.05,
-    backoff_cap=1.0,
-    stage_timeout=30,
-)
+# Both classes of the run: short leases (faults are felt fast), many attempts, quick backoff.
+POLICY: dict[str, Any] = {
+    "lease": LEASE,
+    "heartbeat": LEASE / 4,
+    "missed": 1,
+    "jitter": LEASE / 4,
+    "max_attempts": 25,
+    "backoff": 0.05,
+    "backoff_cap": 1.0,
+    "stage_timeout": 30,
+}
+
+
+@app.job("chaos.order", **POLICY)
 def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """fetch (a step), charge (the effect), summarise (a step); each takes a little while."""
     rng = random.Random(payload["seed"] * 1000 + ctx.attempt)
@@ -62,3 +65,14 @@ def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     payment = ctx.effect("charge", lambda fx: charge(fx, fetched["amount"]))
     ctx.step("summarise", lambda: work(None))
     return {"payment": payment["payment_id"], "token": ctx.token}
+
+
+@app.job("chaos.parent", spawns=["chaos.order"], **POLICY)
+def parent(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """Waits for the harness's signal, spawns one order as a child, waits for it, sleeps."""
+    ctx.step("plan", lambda: {"seed": payload["seed"]})
+    go = ctx.wait_for("go", timeout=600)
+    child = ctx.spawn("chaos.order", {"seed": payload["seed"], "amount": payload["amount"]})
+    result = ctx.wait_job(child, timeout=600)
+    ctx.sleep(payload["nap"])
+    return {"child": child, "payment": result["payment"], "go": go, "token": ctx.token}

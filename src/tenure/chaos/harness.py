@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import tenure
+from tenure.chaos.parents import ParentWorkload
 from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
@@ -48,6 +49,7 @@ class Options:
     seed: int = 1
     report: Path | None = None
     drain_timeout: float = 180.0
+    parents: int = 20
 
 
 @dataclass
@@ -125,6 +127,9 @@ class Harness:
             build_shim(self.folder) if "skew" in options.faults and self.is_postgres else None
         )
         self.slots = [Slot(f"w{i + 1}") for i in range(options.workers)]
+        self.parents = ParentWorkload(
+            options.parents, 0.8 * options.duration, random.Random(options.seed + 1)
+        )
         self.injected: Counter[str] = Counter()
         self.not_applicable: dict[str, str] = {}
         self._restarting = threading.Lock()
@@ -138,6 +143,7 @@ class Harness:
         ledger = tenure.connect(self.url, timeout=10.0)
         try:
             ids = self._submit(ledger)
+            self.parents.submit(ledger, time.monotonic())
             self._start_workers()
             started = time.monotonic()
             self._inject_until(ledger, started + self.o.duration)
@@ -145,6 +151,7 @@ class Harness:
             drain_started = time.monotonic()
             drained = self._drain(ledger)
             drain_seconds = time.monotonic() - drain_started
+            ids += self.parents.child_ids(ledger)
             figures = self._figures(ledger, ids, time.monotonic() - started, drain_seconds, drained)
         finally:
             self._stop_workers()
@@ -186,6 +193,7 @@ class Harness:
         while (now := time.monotonic()) < end:
             self._end_faults(force=False)
             self._replace_dead()
+            self.parents.send_due(ledger, now)
             if now >= next_fault:
                 self._inject(self._busy_pids(ledger))
                 next_fault = now + self.rng.uniform(0.5, 1.5) * self.o.fault_every
@@ -197,11 +205,14 @@ class Harness:
         while time.monotonic() < deadline:
             self._replace_dead()
             try:
+                self.parents.send_due(ledger, float("inf"))
                 counts = ledger.counts(kind=KIND)
+                parents_left = self.parents.unfinished(ledger) + len(self.parents.pending)
             except tenure.StoreUnavailable:
                 time.sleep(0.2)
                 continue
-            if counts[tenure.JobState.QUEUED] + counts[tenure.JobState.RUNNING] == 0:
+            idle = counts[tenure.JobState.QUEUED] + counts[tenure.JobState.RUNNING] == 0
+            if idle and parents_left == 0:
                 self._progress(ledger, "drained", 0.0, final=True)
                 return True
             self._progress(ledger, "draining", deadline - time.monotonic())
@@ -419,7 +430,9 @@ class Harness:
             ("succeeded jobs each with exactly one effect", missing_effects == 0),
             ("stale results accepted = 0", stale_accepted == 0),
         ]
-        return Figures(values, checks)
+        parent_values, parent_checks = self.parents.figures(ledger)
+        values.update(parent_values)
+        return Figures(values, checks + parent_checks)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -468,6 +481,16 @@ class Harness:
             ("in-doubt effects replayed by the receiver", v["effects_replayed"]),
             ("leases expired / reclaimed", f"{v['leases_expired']} / {v['leases_reclaimed']}"),
             ("stages in doubt", v["stages_in_doubt"]),
+            ("parents (wait for a signal, spawn, wait, sleep)", v["parents"]),
+            ("parents succeeded", v["parents_succeeded"]),
+            ("PARENTS LOST (must be 0)", v["parents_lost"]),
+            ("CHILDREN PER PARENT SLOT (must be {1: all})", v["children_per_parent"] or "-"),
+            (
+                "signals sent / conflicts refused",
+                f"{v['signals_sent']} / {v['signal_conflicts_refused']}",
+            ),
+            ("SIGNALS APPLIED TWICE (must be 0)", v["signals_applied_twice"]),
+            ("parent suspensions (job_waiting)", v["parent_waits"]),
             ("ownership unknown (events)", v["ownership_unknown"]),
             (
                 "faults injected",

@@ -18,6 +18,7 @@ from tenure.cli.commands import (
     cmd_purge,
     cmd_replay,
     cmd_requeue,
+    cmd_signal,
     cmd_status,
     cmd_submit,
     cmd_tenant_create,
@@ -90,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--after", metavar="ID", help="continue after this job id")
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
-    add("cancel", cmd_cancel, "cancel a queued or running job").add_argument("id")
+    add("cancel", cmd_cancel, "cancel a job (and its unfinished children)").add_argument("id")
+    p = add("signal", cmd_signal, "send a job a signal (an approval, an answer): once per name")
+    p.add_argument("id")
+    p.add_argument("name", help="the signal's name, as the handler's ctx.wait_for(name)")
+    p.add_argument("--payload", default="null", help="the signal's payload as JSON (default null)")
     add("requeue", cmd_requeue, "make a failed or cancelled job claimable again").add_argument("id")
     p = add("replay", cmd_replay, "re-run a finished job's stages with effects switched off")
     p.add_argument("id")
@@ -229,6 +234,12 @@ def _add_process_commands(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--report", type=Path, help="write the figures as JSON here")
     p.add_argument("--drain-timeout", type=float, default=180.0)
+    p.add_argument(
+        "--parents",
+        type=int,
+        default=20,
+        help="parent jobs that wait for a signal, spawn an order, wait for it and sleep",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
-"""The commands that act on a ledger: submit, status, jobs, events, cancel, requeue, purge,
-replay, migrate, and the tenant commands."""
+"""The commands that act on a ledger: submit, status, jobs, events, cancel, signal, requeue,
+purge, replay, migrate, and the tenant commands."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from tenure.cli.common import (
     load_app,
 )
 from tenure.ledger import Ledger
+from tenure.ledger.waits import describe_wait
 from tenure.replay import replay
-from tenure.types import PurgeReport
+from tenure.types import JobState, PurgeReport
 
 
 def cmd_migrate(ledger: Ledger, args: argparse.Namespace) -> int:
@@ -76,6 +77,10 @@ def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
         ("updated", _when(job.updated_at)),
         ("payload sha256", job.payload_sha256),
     ]
+    if job.parent_id is not None:
+        rows.append(("parent", job.parent_id))
+    if job.state is JobState.WAITING:
+        rows.append(("waiting for", describe_wait(job.wait)))
     if job.error is not None:
         rows.append(("error", json.dumps(job.error, sort_keys=True)))
     if job.result is not None:
@@ -125,6 +130,21 @@ def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
 def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:
     ledger.cancel(args.id)
     return _report_state(ledger, args)
+
+
+def cmd_signal(ledger: Ledger, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload is not JSON: {exc}") from exc
+    stored = ledger.signal(args.id, args.name, payload)
+    job = ledger.get(args.id)
+    if args.json:
+        _print_json({"id": job.id, "signal": args.name, "stored": stored, "state": job.state.value})
+    else:
+        said = "stored" if stored else "already stored with this payload (nothing changed)"
+        print(f"signal {args.name!r} {said}; job {job.id} is {job.state.value}")
+    return EXIT_OK
 
 
 def cmd_requeue(ledger: Ledger, args: argparse.Namespace) -> int:

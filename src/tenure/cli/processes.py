@@ -100,8 +100,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     unknown = set(faults) - set(FAULT_KINDS)
     if unknown:
         raise UsageError(f"unknown fault kinds {sorted(unknown)}: use {','.join(FAULT_KINDS)}")
-    if args.jobs < 1 or args.workers < 1 or args.duration <= 0:
-        raise UsageError("--jobs, --workers and --duration must be positive")
+    if args.jobs < 1 or args.workers < 1 or args.duration <= 0 or args.parents < 0:
+        raise UsageError("--jobs, --workers and --duration must be positive, --parents >= 0")
     options = Options(
         db=args.db,
         jobs=args.jobs,
@@ -114,5 +114,6 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         seed=args.seed,
         report=args.report,
         drain_timeout=args.drain_timeout,
+        parents=args.parents,
     )
     return Harness(options).run()

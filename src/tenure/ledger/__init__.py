@@ -5,7 +5,8 @@
 - `leases`: the lease protocol (claim, extend, stages, complete, fail, release);
 - `reading`: get, list, events, stages, wait, figures; cancel and requeue;
 - `limits`: per-tenant concurrency limits; `tenants`: tenants and API keys;
-- `retention`: purge.
+- `retention`: purge;
+- `waits`: signals, children, and the wait that settles or suspends a job.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tenure.ledger.reading import MAX_LIST_LIMIT, Reading
 from tenure.ledger.retention import DEFAULT_KEY_RETENTION, Retention
 from tenure.ledger.submission import MAX_BATCH, Submission
 from tenure.ledger.tenants import Tenants
+from tenure.ledger.waits import Waits
 from tenure.storage import open_store
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_seconds
 
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 
-class Ledger(Submission, Leases, Reading, Tenants, Retention):
+class Ledger(Waits, Submission, Leases, Reading, Tenants, Retention):
     """Durable, leased, fenced jobs. Create one with `tenure.connect(url)`.
 
     Every write that acts for a lease is conditional on the lease still being held by the

@@ -23,7 +23,8 @@ class Reading(LedgerCore):
     """Reads and operator transitions of the `Ledger`."""
 
     def cancel(self, job_id: str) -> None:
-        """Cancel a queued or running job; its token is bumped so no running worker can publish.
+        """Cancel a queued, running or waiting job and its unfinished children; each token is
+        bumped so no running worker can publish.
 
         Raises `TerminalJob` for a job already succeeded, failed or cancelled.
         """

@@ -75,13 +75,15 @@ class Submission(LedgerCore):
         max_attempts: int | None = None,
         priority: int = 0,
         run_after: datetime | timedelta | float | None = None,
+        parent_id: str | None = None,
     ) -> tuple[str, bool]:
-        """`submit`, also saying whether the job is new (False: the key's existing job)."""
+        """`submit`, also saying whether the job is new (False: the key's existing job).
+        `parent_id` makes the job a child of that job (what `ctx.spawn` does)."""
         placement = self._placement(kind, tenant, max_attempts, priority, run_after)
         kind, tenant = placement.kind, placement.tenant
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
-        job, encoded = self._new_job(placement, payload, idempotency_key)
+        job, encoded = self._new_job(placement, payload, idempotency_key, parent_id)
         if self.store.submit(job):
             emit(
                 log,
@@ -156,7 +158,11 @@ class Submission(LedgerCore):
         )
 
     def _new_job(
-        self, placement: _Placement, payload: JSON, idempotency_key: str | None
+        self,
+        placement: _Placement,
+        payload: JSON,
+        idempotency_key: str | None,
+        parent_id: str | None = None,
     ) -> tuple[NewJob, EncodedJson]:
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
         encoded = encode_json(payload, "payload", self.max_payload_bytes)
@@ -176,7 +182,9 @@ class Submission(LedgerCore):
                 payload_sha256=encoded.sha256,
                 payload_bytes=encoded.size,
                 priority=placement.priority,
+                **({} if parent_id is None else {"parent_id": parent_id}),
             ),
+            parent_id=parent_id,
         )
         return job, encoded
 

@@ -13,13 +13,33 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tenure.errors import JobCancelled, LeaseLost, OwnershipUnknown, StageMismatch
+from tenure.errors import (
+    InvalidArgument,
+    JobCancelled,
+    LeaseLost,
+    NonRetryable,
+    OwnershipUnknown,
+    StageMismatch,
+)
+from tenure.storage.waits import (
+    WaitFor,
+    WaitOutcome,
+    WaitRequest,
+    children_value,
+    signal_value,
+)
 from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
+from tenure.validation import check_job_id, check_name, encode_json
 
 if TYPE_CHECKING:
     from tenure.ledger import Ledger
     from tenure.runtime.keeper import LeaseKeeper
     from tenure.runtime.run import JobRun
+
+
+class Suspended(BaseException):
+    """The job now waits (no lease): the handler unwinds and the worker moves on. Raised by a
+    wait whose condition does not hold yet; never catch it."""
 
 
 def effect_key(job_id: str, name: str) -> str:
@@ -61,6 +81,7 @@ class JobContext:
         self._recorded = {stage.position: stage for stage in recorded}
         self._next_position = 0
         self._effect_names: set[str] = set()
+        self._ordinals: dict[str, int] = {}
         self._lock = threading.Lock()
         self._envelope = envelope if envelope is not None else {}
 
@@ -149,6 +170,139 @@ class JobContext:
             return plan.result
         result = await _call(fn, self._effect(plan))
         return await asyncio.to_thread(self._end, plan, result)
+
+    # -- runs that wait ----------------------------------------------------------------------
+
+    def wait_for(self, name: str, timeout: float | None = None) -> JSON:
+        """The payload of the job's signal `name`, suspending the job (no lease held) until it
+        arrives; a signal sent before the wait returns at once. Past `timeout` seconds (by
+        the database's clock) raises `WaitTimeout`."""
+        name = check_name(name, "signal name")
+        seconds = _timeout(timeout)
+        outcome = self._wait(f"signal:{name}", WaitFor.SIGNAL, seconds, signal=name)
+        return signal_value(outcome, name, seconds)
+
+    def spawn(
+        self, kind: str, payload: JSON, *, name: str | None = None, priority: int | None = None
+    ) -> str:
+        """Submit a child job once (its key is stable across this job's attempts) and return
+        its id. `kind` must be in the class's `spawns`; the child gets this job's tenant and
+        runs under its own class's lease, attempts and timeouts."""
+        allowed = self._run.job_class.spawns
+        if kind not in allowed:
+            raise NonRetryable(
+                f"job class {self.kind!r} may not spawn {kind!r}: add it to spawns=[...] "
+                f"(allowed: {sorted(allowed)})",
+                code="spawn_refused",
+            )
+        try:
+            encode_json(payload, "child payload", self._ledger.max_payload_bytes)
+            child = check_name(name, "child name") if name is not None else None
+        except InvalidArgument as exc:
+            raise NonRetryable(str(exc), code="invalid_spawn") from None
+        child = child or f"{kind}#{self._ordinal('spawn:' + kind)}"
+        lease = self._run.lease
+        return str(
+            self.step(
+                f"spawn:{child}",
+                lambda: self._ledger.spawn(lease, child, kind, payload, priority=priority)[0],
+            )
+        )
+
+    def wait_job(self, job: str | list[str], timeout: float | None = None) -> JSON:
+        """The result of a child job (or the list of results of several), suspending this job
+        until every one has ended. A failed or cancelled child raises `ChildFailed` at once;
+        past `timeout` seconds raises `WaitTimeout`."""
+        ids = [job] if isinstance(job, str) else list(job)
+        if not ids:
+            raise InvalidArgument("wait_job needs at least one job id")
+        ids = [check_job_id(each) for each in ids]
+        seconds = _timeout(timeout)
+        outcome = self._wait(
+            f"wait_job#{self._ordinal('wait_job')}", WaitFor.JOBS, seconds, jobs=tuple(ids)
+        )
+        return children_value(outcome, isinstance(job, str), seconds)
+
+    def sleep(self, seconds: float) -> None:
+        """A durable timer: the job suspends (no worker slot, no lease) and resumes after
+        `seconds` by the database's clock, even across restarts."""
+        length = _timeout(seconds)
+        if length is None:
+            raise InvalidArgument("sleep needs a number of seconds")
+        self._wait(f"sleep#{self._ordinal('sleep')}", WaitFor.TIMER, length)
+
+    async def await_for(self, name: str, timeout: float | None = None) -> JSON:
+        """`wait_for` for async handlers."""
+        return await asyncio.to_thread(self.wait_for, name, timeout)
+
+    async def aspawn(
+        self, kind: str, payload: JSON, *, name: str | None = None, priority: int | None = None
+    ) -> str:
+        """`spawn` for async handlers."""
+        return await asyncio.to_thread(self.spawn, kind, payload, name=name, priority=priority)
+
+    async def await_job(self, job: str | list[str], timeout: float | None = None) -> JSON:
+        """`wait_job` for async handlers."""
+        return await asyncio.to_thread(self.wait_job, job, timeout)
+
+    async def asleep(self, seconds: float) -> None:
+        """`sleep` for async handlers."""
+        await asyncio.to_thread(self.sleep, seconds)
+
+    def _ordinal(self, family: str) -> int:
+        """1, 2, … per family of default stage names, in handler order (stable on replay)."""
+        with self._lock:
+            self._ordinals[family] = self._ordinals.get(family, 0) + 1
+            return self._ordinals[family]
+
+    def _wait(
+        self,
+        name: str,
+        wait_for: WaitFor,
+        seconds: float | None,
+        *,
+        signal: str | None = None,
+        jobs: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """Replay a recorded wait, or settle it now, or suspend the job (raise `Suspended`)."""
+        self.check()
+        with self._lock:
+            position = self._next_position
+            self._next_position += 1
+        recorded = self._recorded.get(position)
+        until = None
+        if recorded is not None:
+            if (recorded.name, recorded.kind) != (name, StageKind.WAIT):
+                raise StageMismatch(
+                    f"job {self.job_id}: stage {position} was recorded as {recorded.kind.value} "
+                    f"{recorded.name!r} but the handler now waits ({name!r}); steps must keep "
+                    "their names and order across attempts"
+                )
+            if recorded.status is StageStatus.DONE:
+                return dict(recorded.result)
+            waited = self._run.lease.wait or {}
+            if waited.get("position") == position and waited.get("until"):
+                until = datetime.fromisoformat(waited["until"])
+        request = WaitRequest(
+            position, name, wait_for, signal, jobs, seconds, until, {"position": position}
+        )
+        renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
+        try:
+            outcome: WaitOutcome = self._write(
+                lambda: self._ledger.wait_on(self._run.lease, request)
+            )
+        except BaseException:
+            self._run.renewing = renewing and not self._run.cancelled.is_set()
+            raise
+        if outcome.suspended:
+            self._run.suspended()
+            self._run.log(
+                logging.INFO, "job_suspended", waits_for=wait_for.value, position=position
+            )
+            raise Suspended(name)
+        self._run.renewing = renewing and not self._run.cancelled.is_set()
+        assert outcome.result is not None
+        return outcome.result
 
     def _effect(self, plan: _Plan) -> Effect:
         key = effect_key(self.job_id, plan.name)
@@ -258,6 +412,17 @@ class JobContext:
         except LeaseLost:
             self._run.cancel(self._ledger.lost_reason(self.job_id))
             raise JobCancelled("lease_lost") from None
+
+
+def _timeout(value: float | None) -> float | None:
+    """A wait's timeout: None, or a finite number of seconds >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise InvalidArgument(f"a timeout must be a number of seconds >= 0, got {value!r}")
+    if value == float("inf"):
+        return None
+    return float(value)
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:

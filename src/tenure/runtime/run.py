@@ -83,6 +83,12 @@ class JobRun:
             self._finished = True
             return True
 
+    def suspended(self) -> None:
+        """The job now waits without a lease: nothing more is written or renewed for it."""
+        with self._lock:
+            self._finished = True
+            self.renewing = False
+
     @property
     def finished(self) -> bool:
         """True once someone wrote (or gave up writing) the run's outcome."""

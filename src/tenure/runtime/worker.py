@@ -4,14 +4,12 @@ Threads of a started worker, each a side task started by `Supervisor.spawn` (a s
 dies stops the worker, loudly):
 
 - `tenure-claim`: the claim loop; claims when slots are free and no result is on its way;
-- `tenure-commit`: the committer (`committer.py`): handler results in one statement per batch,
-  which also claims the next jobs;
+- `tenure-commit`: the committer (`committer.py`): results and next claims in one statement;
 - `tenure-lease-renewer`, `tenure-lease-watcher`: the lease keeper (`keeper.py`): renewals, and
   local deadlines by the monotonic clock; `tenure-settle-N` writes what a deadline decides;
 - `tenure-async`: the event loop of `async def` handlers (only when the app has one);
 - `tenure-job-N`: handler threads (`threads.py`), kept between jobs; not joined at stop;
-- `tenure-pg-listen`: PostgreSQL's LISTEN connection (`storage/postgres/listener.py`),
-  reconnecting on its own; workers poll as the fallback.
+- `tenure-pg-listen`: PostgreSQL's LISTEN connection (`storage/postgres/listener.py`).
 
 What a running worker holds (ledger, keeper, committer, loop, threads) is one `_Running`.
 """
@@ -48,6 +46,7 @@ from tenure.ledger import Ledger, backoff_delay
 from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
+from tenure.runtime.context import Suspended
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
@@ -469,8 +468,9 @@ class Worker:
             run.handler_returned = True
             self._slot_freed.set()
             self._commit(run, result)
-        except JobCancelled as cancelled:
-            run.log(logging.WARNING, "job_stopped", reason=cancelled.reason)
+        except (JobCancelled, Suspended) as stopped:  # a suspended job waits, without a lease
+            if isinstance(stopped, JobCancelled):
+                run.log(logging.WARNING, "job_stopped", reason=stopped.reason)
         except NonRetryable as exc:
             self._fail(run, exc.error_document(self.app.keep_error_messages), retryable=False)
         except ResumeRefused as exc:

@@ -1,12 +1,12 @@
-"""The /v1 routes: submit, read, wait for, cancel and requeue jobs, tenant by tenant."""
+"""The /v1 routes: submit, read, wait for, signal, cancel and requeue jobs, tenant by tenant."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from tenure.errors import JobNotFound
@@ -19,6 +19,7 @@ from tenure.service.models import (
     JobOut,
     JobPage,
     JobRef,
+    SignalOut,
     StageList,
     StageOut,
     SubmitRequest,
@@ -158,3 +159,24 @@ def requeue(job_id: str, request: Request, caller: Caller) -> JobRef:
     job = _visible(ledger, caller, job_id)
     ledger.requeue(job.id)
     return JobRef(id=job.id, state=JobState.QUEUED)
+
+
+@router.post(
+    "/jobs/{job_id}/signals/{name}",
+    response_model=SignalOut,
+    responses=documented(*_AUTH, 404, 409, 413, 415),
+)
+def signal(
+    job_id: str,
+    name: Annotated[str, Path(min_length=1, max_length=MAX_NAME_LENGTH)],
+    request: Request,
+    caller: Caller,
+    payload: Annotated[Any, Body(description="the signal's payload (any JSON)")] = None,
+) -> SignalOut:
+    """Send the job a signal (an approval, an answer), stored once per job and name: a repeat
+    with the same payload is answered as the first (`stored` false), a different payload is a
+    409, and so is a job that has ended."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    stored = ledger.signal(job.id, name, payload)
+    return SignalOut(id=job.id, signal=name, stored=stored, state=ledger.get(job.id).state)

@@ -16,6 +16,7 @@ from tenure.errors import (
     InvalidTransition,
     JobNotFound,
     PayloadTooLarge,
+    SignalConflict,
     StoreUnavailable,
     TenureError,
 )
@@ -31,6 +32,7 @@ _STATUS: list[tuple[type[TenureError], int, str]] = [
     (JobNotFound, 404, "not_found"),
     (IdempotencyConflict, 409, "idempotency_conflict"),
     (InvalidTransition, 409, "invalid_transition"),
+    (SignalConflict, 409, "signal_conflict"),
     (StoreUnavailable, 503, "database_unavailable"),
 ]
 

@@ -62,6 +62,18 @@ class JobOut(BaseModel):
     priority: int
     created_at: datetime
     updated_at: datetime
+    parent_id: str | None = None
+    wait: dict[str, Any] | None = None
+
+
+class SignalOut(BaseModel):
+    """A signal's answer: `stored` is false for a repeat of the first (same payload), which
+    changes nothing."""
+
+    id: str
+    signal: str
+    stored: bool
+    state: JobState
 
 
 class JobPage(BaseModel):

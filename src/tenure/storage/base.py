@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
 from tenure.types import JSON, Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
 
 
@@ -33,6 +34,7 @@ class NewJob:
     delay_seconds: float
     priority: int
     detail_json: str
+    parent_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,21 @@ class Store(Protocol):
         checkpoint_json: str | None = None,
     ) -> bool:
         """Record the stage's result and advance the cursor in one write, if the lease holds."""
+        ...
+
+    def wait(self, lease: Lease, request: WaitRequest) -> WaitOutcome | None:
+        """Settle or suspend a wait in one transaction (see `storage.waits`); None if the
+        lease no longer holds."""
+        ...
+
+    def signal(
+        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
+    ) -> SignalOutcome:
+        """Store a job's signal once per name, wake the job if it waits for it."""
+        ...
+
+    def children(self, job_id: str) -> list[Job]:
+        """The jobs this job spawned, in submission order."""
         ...
 
     def record_event(

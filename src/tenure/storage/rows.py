@@ -79,6 +79,8 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         priority=int(row["priority"]),
         created_at=decode.time(row["created_at"]),
         updated_at=decode.time(row["updated_at"]),
+        parent_id=None if row["parent_id"] is None else str(row["parent_id"]),
+        wait=decode.json(row["wait"]),
     )
 
 
@@ -98,6 +100,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         payload=decode.json(row["payload"]),
         step=int(row["step"]),
         checkpoint=decode.json(row["checkpoint"]),
+        wait=decode.json(row["wait"]),
     )
 
 

@@ -10,6 +10,7 @@ the `Store` protocol that is not here is a write whose statements differ between
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -41,6 +42,7 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest, decide, wait_document
 from tenure.types import Event, Job, JobState, Lease, Stage
 
 Params = Mapping[str, Any]
@@ -80,6 +82,15 @@ class SqlStore(Store, ABC):
     @abstractmethod
     def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
         """Settle expired leases and claim as `request` says, inside `tx`."""
+
+    def _time_param(self, when: datetime) -> Any:
+        """A time as the dialect binds it."""
+        return when
+
+    def _write_steps(self, tx: Tx, name: str, params: Params) -> Sequence[Row]:
+        """A write that is one statement here (a dialect without data-modifying CTEs runs
+        its further statements after it)."""
+        return tx.rows(name, params)
 
     def _limited_claim_lock(self, tx: Tx) -> None:
         """Serialise limited claims (a dialect whose transactions already are need nothing)."""
@@ -127,6 +138,57 @@ class SqlStore(Store, ABC):
             self._write_rows("set_tenant_limit__clear", {"name": tenant})
         else:
             self._write_rows("set_tenant_limit", {"name": tenant, "n": limit})
+
+    # -- waits -------------------------------------------------------------------------------
+
+    def wait(self, lease: Lease, request: WaitRequest) -> WaitOutcome | None:
+        """Lock the job under its lease, read what it waits for, then settle or suspend it:
+        three statements in one transaction (see `storage.waits`)."""
+        held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+        with self._transaction() as tx:
+            locked = tx.rows("wait__lock", held)
+            if not locked:
+                return None
+            now = self.decode.time(locked[0]["now"])
+            signal, children = [], []
+            if request.wait_for is WaitFor.SIGNAL:
+                found = tx.rows("wait__signal", {"job_id": lease.job_id, "name": request.signal})
+                signal = [self.decode.json(row["payload"]) for row in found]
+            elif request.wait_for is WaitFor.JOBS:
+                ids = {"job_id": lease.job_id, "ids": self._array(request.jobs)}
+                children = [
+                    {
+                        "id": str(row["id"]),
+                        "state": row["state"],
+                        "result": self.decode.json(row["result"]),
+                        "error": self.decode.json(row["error"]),
+                    }
+                    for row in tx.rows("wait__children", ids)
+                ]
+            result, until = decide(request, now, signal, children)
+            stage = {**held, "position": request.position, "name": request.name}
+            if result is not None:
+                detail = {**request.detail, "outcome": next(iter(result))}
+                self._write_steps(
+                    tx,
+                    "wait__settle",
+                    {**stage, "result": _dumps(result), "detail": _dumps(detail)},
+                )
+                return WaitOutcome(result, until)
+            document = wait_document(request, until)
+            suspend = {
+                **stage,
+                "wait": _dumps(document),
+                "until": None if until is None else self._time_param(until),
+                "detail": _dumps({**request.detail, **document}),
+            }
+            self._write_steps(tx, "wait__suspend", suspend)
+            return WaitOutcome(None, until)
+
+    def children(self, job_id: str) -> list[Job]:
+        """The jobs this job spawned, in submission order."""
+        rows = self._read_rows("children", {"job_id": job_id})
+        return [job_from_row(row, self.decode) for row in rows]
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -275,3 +337,7 @@ class SqlFenceTx:
     def raise_highest(self, scope: str, fence: int) -> None:
         """highest := max(highest, fence)."""
         self._tx.rows("fence_raise_highest", {"scope": scope, "fence": fence})
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -18,11 +18,12 @@ SELECT clock_timestamp() AS now;
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
-                             payload_sha256, run_after, priority, created_at, updated_at)
+                             payload_sha256, run_after, priority, created_at, updated_at,
+                             parent_id)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
            COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
-           %(priority)s, clock.now, clock.now
+           %(priority)s, clock.now, clock.now, %(parent_id)s::uuid
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -90,7 +91,7 @@ done AS (
       AND j.owner_id = given.results -> j.id::text ->> 'o'
       AND j.fencing_token = (given.results -> j.id::text ->> 't')::bigint
       AND j.lease_until > clock.now
-    RETURNING j.id, clock.now AS at, j.fencing_token AS token, j.owner_id,
+    RETURNING j.id, clock.now AS at, j.fencing_token AS token, j.owner_id, j.parent_id,
               given.results -> j.id::text -> 'd' AS detail
 ),
 done_logged AS (
@@ -111,7 +112,26 @@ expired_out AS (
                                    'message', 'the lease of the last allowed attempt expired')
     FROM exhausted, clock
     WHERE j.id = exhausted.id
-    RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, clock.now AS at
+    RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, j.parent_id, clock.now AS at
+),
+-- A child that ended wakes its parent if the parent waits for it. The parent's row is locked
+-- whatever its state: a parent suspending at this moment holds that lock, so either its
+-- suspend sees this child ended, or this update runs after it and sees it waiting.
+ended AS (
+    SELECT parent_id, array_agg(id::text) AS ids FROM (
+        SELECT id, parent_id FROM done UNION ALL SELECT id, parent_id FROM expired_out
+    ) AS children
+    WHERE parent_id IS NOT NULL
+    GROUP BY parent_id
+),
+parents_woken AS (
+    UPDATE tenure_jobs p
+    SET run_after = CASE WHEN p.state = 'waiting' AND p.wait -> 'jobs' ?| ended.ids
+                         THEN clock.now ELSE p.run_after END
+    FROM ended, clock
+    WHERE p.id = ended.parent_id
+    RETURNING CASE WHEN p.state = 'waiting' AND p.run_after = clock.now
+                   THEN pg_notify('tenure_jobs:' || current_schema(), p.kind) END AS told
 ),
 -- Two scans, each on its own partial index and stopping at the limit: an OR of both would
 -- read and sort every queued row on each claim.
@@ -136,9 +156,22 @@ queued_candidate AS (
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ),
+-- Waits whose time came (a timer, a timeout, or a signal or child that set run_after to now):
+-- no sweeper, the claim finds them, on their own index; waits in the future cost nothing.
+waiting_candidate AS (
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    FROM tenure_jobs j
+    WHERE j.state = 'waiting' AND j.run_after <= (SELECT now FROM clock)
+      AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
+    ORDER BY j.run_after
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
 candidate AS (
     SELECT id, was_state, was_owner FROM (
         SELECT * FROM expired_candidate UNION ALL SELECT * FROM queued_candidate
+        UNION ALL SELECT * FROM waiting_candidate
     ) AS both_kinds
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
@@ -152,7 +185,7 @@ claimed AS (
     FROM candidate, clock
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
-              j.step, j.checkpoint, j.lease_until, j.priority, j.seq,
+              j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait,
               clock.now AS claimed_at, candidate.was_state, candidate.was_owner
 ),
 logged AS (
@@ -171,18 +204,23 @@ logged AS (
                jsonb_build_object('attempt', c.attempt - 1, 'then', 'reclaimed'), 3
         FROM claimed c WHERE c.was_state = 'running'
         UNION ALL
+        SELECT c.id, 'job_resumed', c.claimed_at, c.fencing_token, %(owner_id)s,
+               jsonb_build_object('waited_for', c.wait -> 'for', 'position', c.wait -> 'position'),
+               4
+        FROM claimed c WHERE c.was_state = 'waiting'
+        UNION ALL
         SELECT c.id, 'job_claimed', c.claimed_at, c.fencing_token, %(owner_id)s,
-               jsonb_build_object('attempt', c.attempt, 'lease_until', c.lease_until), 4
+               jsonb_build_object('attempt', c.attempt, 'lease_until', c.lease_until), 5
         FROM claimed c
     ) AS pending
     ORDER BY ord, job_id
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
-       max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq
+       max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL
+       NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 
@@ -236,7 +274,17 @@ failed AS (
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now
-    RETURNING j.id, j.state, j.attempt, j.run_after, clock.now AS at
+    RETURNING j.id, j.state, j.attempt, j.run_after, j.parent_id, clock.now AS at
+),
+-- A child that failed for good wakes its waiting parent (see exchange's parents_woken).
+parent_woken AS (
+    UPDATE tenure_jobs p
+    SET run_after = CASE WHEN p.state = 'waiting' AND p.wait -> 'jobs' ? failed.id::text
+                         THEN clock.now ELSE p.run_after END
+    FROM failed, clock
+    WHERE p.id = failed.parent_id AND failed.state = 'failed'
+    RETURNING CASE WHEN p.state = 'waiting' AND p.run_after = clock.now
+                   THEN pg_notify('tenure_jobs:' || current_schema(), p.kind) END AS told
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
@@ -267,26 +315,43 @@ SELECT id::text AS id FROM released
 CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), released.kind)) AS woken;
 
 -- name: cancel
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
-before AS (
-    SELECT id, state FROM tenure_jobs WHERE id = %(job_id)s::uuid
+-- The job and its unfinished descendants, each token bumped: a parent's children run for it.
+WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+tree AS (
+    SELECT id, state, parent_id, true AS root FROM tenure_jobs
+    WHERE id = %(job_id)s::uuid AND state IN ('queued', 'running', 'waiting')
+    UNION
+    SELECT c.id, c.state, c.parent_id, false FROM tenure_jobs c JOIN tree ON c.parent_id = tree.id
+    WHERE c.state IN ('queued', 'running', 'waiting')
 ),
 cancelled AS (
     UPDATE tenure_jobs j
     SET state = 'cancelled', fencing_token = j.fencing_token + 1, lease_until = NULL,
         updated_at = clock.now
-    FROM clock
-    WHERE j.id = %(job_id)s::uuid AND j.state IN ('queued', 'running')
-    RETURNING j.id, j.fencing_token, j.owner_id, clock.now AS at
+    FROM clock, tree
+    WHERE j.id = tree.id AND j.state IN ('queued', 'running', 'waiting')
+    RETURNING j.id, j.fencing_token, j.owner_id, j.parent_id, tree.root, tree.state AS was,
+              clock.now AS at
+),
+-- A cancelled child wakes its waiting parent (see exchange's parents_woken).
+parent_woken AS (
+    UPDATE tenure_jobs p
+    SET run_after = CASE WHEN p.state = 'waiting' AND p.wait -> 'jobs' ? c.id::text
+                         THEN clock.now ELSE p.run_after END
+    FROM cancelled c, clock
+    WHERE p.id = c.parent_id AND c.root
+    RETURNING CASE WHEN p.state = 'waiting' AND p.run_after = clock.now
+                   THEN pg_notify('tenure_jobs:' || current_schema(), p.kind) END AS told
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT c.id, 'job_cancelled', c.at, c.fencing_token, c.owner_id,
-           jsonb_build_object('was', b.state)
-    FROM cancelled c JOIN before b ON b.id = c.id
+           CASE WHEN c.root THEN jsonb_build_object('was', c.was)
+                ELSE jsonb_build_object('was', c.was, 'by_parent', c.parent_id) END
+    FROM cancelled c
 )
 -- The owning worker (any listening worker) stops the run at once instead of at its next renewal.
-SELECT id::text AS id FROM cancelled
+SELECT id::text AS id, root FROM cancelled
 CROSS JOIN LATERAL (
     SELECT pg_notify('tenure_cancel:' || current_schema(),
                      cancelled.id::text || ':' || cancelled.fencing_token)
@@ -325,14 +390,16 @@ RETURNING seq;
 -- name: get
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
-       result, error, run_after, priority, created_at, updated_at
+       result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
+       wait
 FROM tenure_jobs
 WHERE id = %(job_id)s::uuid;
 
 -- name: list_jobs
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
-       result, error, run_after, priority, created_at, updated_at
+       result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
+       wait
 FROM tenure_jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
@@ -635,5 +702,135 @@ SELECT id::text AS id, tenant, kind FROM (
        AND NOT (tenant = ANY (%(full_tenants)s::text[]))
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY priority DESC, seq LIMIT %(window)s)
+    UNION ALL
+    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+     WHERE state = 'waiting' AND run_after <= clock_timestamp()
+       AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND NOT (tenant = ANY (%(full_tenants)s::text[]))
+       AND NOT (kind = ANY (%(full_kinds)s::text[]))
+     ORDER BY run_after LIMIT %(window)s)
 ) AS claimable
 ORDER BY priority DESC, seq;
+
+-- Runs that wait (see storage.waits). A signal, a wait and a child's end meet on the job's row
+-- lock, so a wake-up is never lost between a check and a suspend.
+
+-- name: signal
+-- Stored once per job and name (the first wins). The job's row is updated whatever it is doing
+-- (locking it), and woken if it waits for this name.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+target AS (
+    UPDATE tenure_jobs j
+    SET run_after = CASE WHEN j.state = 'waiting' AND j.wait ->> 'for' = 'signal'
+                              AND j.wait ->> 'name' = %(name)s
+                         THEN clock.now ELSE j.run_after END
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state IN ('queued', 'running', 'waiting')
+    RETURNING j.id, j.kind, j.fencing_token, clock.now AS at,
+              j.state = 'waiting' AND j.run_after = clock.now AS woke
+),
+inserted AS (
+    INSERT INTO tenure_signals (job_id, name, payload, payload_sha256, at)
+    SELECT id, %(name)s, %(payload)s::jsonb, %(payload_sha256)s, at FROM target
+    ON CONFLICT (job_id, name) DO NOTHING
+    RETURNING job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT t.id, 'signal_received', t.at, t.fencing_token, NULL,
+           %(detail)s::jsonb || jsonb_build_object('woke', t.woke)
+    FROM target t JOIN inserted i ON i.job_id = t.id
+)
+SELECT (SELECT count(*) FROM inserted) AS inserted,
+       (SELECT s.payload_sha256 FROM tenure_signals s
+        WHERE s.job_id = %(job_id)s::uuid AND s.name = %(name)s) AS existing
+FROM target
+LEFT JOIN LATERAL (
+    SELECT pg_notify('tenure_jobs:' || current_schema(), target.kind) WHERE target.woke
+) AS woken ON true;
+
+-- name: signal__existing
+-- A signal inserted by a concurrent statement is not in the first one's snapshot.
+SELECT payload_sha256 AS existing FROM tenure_signals
+WHERE job_id = %(job_id)s::uuid AND name = %(name)s;
+
+-- name: wait__lock
+-- guard: lease
+-- The job's row, locked; the next statements of the transaction see everything committed
+-- before the lock was granted (a signal or a child's end included).
+SELECT j.wait, clock_timestamp() AS now
+FROM tenure_jobs j
+WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+  AND j.fencing_token = %(token)s AND j.lease_until > clock_timestamp()
+FOR UPDATE;
+
+-- name: wait__signal
+SELECT payload FROM tenure_signals WHERE job_id = %(job_id)s::uuid AND name = %(name)s;
+
+-- name: wait__children
+SELECT id::text AS id, state, result, error FROM tenure_jobs
+WHERE parent_id = %(job_id)s::uuid AND id = ANY (%(ids)s::uuid[]);
+
+-- name: wait__settle
+-- guard: lease
+-- The wait's outcome is recorded as a done stage and the cursor moves past it.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+owned AS (
+    UPDATE tenure_jobs j
+    SET step = %(position)s + 1, updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+stage AS (
+    INSERT INTO tenure_stages (job_id, position, name, kind, status, token, result, started_at,
+                               finished_at)
+    SELECT id, %(position)s, %(name)s, 'wait', 'done', %(token)s, %(result)s::jsonb, at, at
+    FROM owned
+    ON CONFLICT (job_id, position) DO UPDATE
+    SET status = 'done', token = EXCLUDED.token, result = EXCLUDED.result,
+        finished_at = EXCLUDED.finished_at
+    RETURNING job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'step_done', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM owned
+)
+SELECT id::text AS id FROM owned;
+
+-- name: wait__suspend
+-- guard: lease
+-- Suspend: no lease, no owner, the attempt given back (resuming spends none); claimable again
+-- at `until` (a timer or timeout), or when a signal or child sets run_after to now.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+suspended AS (
+    UPDATE tenure_jobs j
+    SET state = 'waiting', owner_id = NULL, lease_until = NULL, attempt = j.attempt - 1,
+        wait = %(wait)s::jsonb, updated_at = clock.now,
+        run_after = COALESCE(%(until)s::timestamptz, '9999-01-01T00:00:00Z'::timestamptz)
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+stage AS (
+    INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
+    SELECT id, %(position)s, %(name)s, 'wait', 'started', %(token)s, at FROM suspended
+    ON CONFLICT (job_id, position) DO UPDATE SET token = EXCLUDED.token
+    RETURNING job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'job_waiting', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM suspended
+)
+SELECT id::text AS id FROM suspended;
+
+-- name: children
+SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
+       attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
+       result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
+       wait
+FROM tenure_jobs
+WHERE parent_id = %(job_id)s::uuid
+ORDER BY seq;

@@ -32,6 +32,7 @@ from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import CancelCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
@@ -225,6 +226,7 @@ class PostgresStore(SqlStore):
                 "delay": job.delay_seconds,
                 "priority": job.priority,
                 "detail": job.detail_json,
+                "parent_id": job.parent_id,
             },
         )
         return bool(rows)
@@ -306,8 +308,30 @@ class PostgresStore(SqlStore):
         return bool(self._guarded("release", lease))
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel and bump the token in one write."""
-        return bool(self._write_rows("cancel", {"job_id": job_id}))
+        """Cancel the job and its unfinished descendants, each token bumped, in one write."""
+        return any(row["root"] for row in self._write_rows("cancel", {"job_id": job_id}))
+
+    def signal(
+        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
+    ) -> SignalOutcome:
+        """One statement: lock and maybe wake the job, store the signal once, its event."""
+        params = {
+            "job_id": job_id,
+            "name": name,
+            "payload": payload_json,
+            "payload_sha256": payload_sha256,
+            "detail": detail_json,
+        }
+        rows = self._write_rows("signal", params)
+        if not rows:
+            return SignalOutcome.NO_JOB
+        if rows[0]["inserted"]:
+            return SignalOutcome.STORED
+        existing = rows[0]["existing"]
+        if existing is None:
+            found = self._read_rows("signal__existing", params)
+            existing = found[0]["existing"] if found else None
+        return SignalOutcome.REPEATED if existing == payload_sha256 else SignalOutcome.CONFLICT
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""

@@ -11,9 +11,9 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 
 -- name: submit
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
-                         payload_sha256, run_after, priority, created_at, updated_at)
+                         payload_sha256, run_after, priority, created_at, updated_at, parent_id)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
-        COALESCE(:run_at, :now + :delay), :priority, :now, :now)
+        COALESCE(:run_at, :now + :delay), :priority, :now, :now, :parent_id)
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
@@ -51,7 +51,16 @@ SET state = 'failed', lease_until = NULL, updated_at = :now,
                         'message', 'the lease of the last allowed attempt expired')
 WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-RETURNING id, fencing_token, owner_id, attempt;
+RETURNING id, fencing_token, owner_id, attempt, parent_id;
+
+-- name: exchange__wake_parent
+-- A child that ended wakes its parent if the parent waits for it (run in the transaction that
+-- ended the child: SQLite's writers take turns, so a suspend cannot slip in between).
+UPDATE tenure_jobs
+SET run_after = :now
+WHERE id = :parent_id AND state = 'waiting'
+  AND EXISTS (SELECT 1 FROM json_each(wait, '$.jobs') AS awaited WHERE awaited.value = :child_id)
+RETURNING kind;
 
 -- name: exchange__candidates
 -- Two scans, each on its own partial index and stopping at the limit (an OR of both would
@@ -74,6 +83,15 @@ SELECT id, state, owner_id FROM (
         ORDER BY priority DESC, rowid
         LIMIT :limit
     )
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'waiting' AND run_after <= :now
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
+        ORDER BY run_after
+        LIMIT :limit
+    )
 )
 ORDER BY priority DESC, position
 LIMIT :limit;
@@ -85,7 +103,7 @@ SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds
     updated_at = :now
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
-          lease_until, :now AS claimed_at;
+          lease_until, wait, :now AS claimed_at;
 
 -- name: extend_many
 -- guard: lease
@@ -109,7 +127,7 @@ UPDATE tenure_jobs
 SET state = 'succeeded', result = :result, lease_until = NULL, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
-RETURNING id;
+RETURNING id, parent_id;
 
 -- name: fail
 -- guard: lease
@@ -123,7 +141,7 @@ SET state = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
     lease_until = NULL, error = :error, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
-RETURNING id, state, attempt, run_after;
+RETURNING id, state, attempt, run_after, parent_id;
 
 -- name: release
 -- guard: lease
@@ -141,8 +159,13 @@ SELECT state FROM tenure_jobs WHERE id = :job_id;
 UPDATE tenure_jobs
 SET state = 'cancelled', fencing_token = fencing_token + 1, lease_until = NULL,
     updated_at = :now
-WHERE id = :job_id AND state IN ('queued', 'running')
-RETURNING id, fencing_token, owner_id;
+WHERE id = :job_id AND state IN ('queued', 'running', 'waiting')
+RETURNING id, fencing_token, owner_id, parent_id;
+
+-- name: cancel__children
+-- The unfinished children of a cancelled job: each is cancelled in turn (and so its own).
+SELECT id FROM tenure_jobs
+WHERE parent_id = :job_id AND state IN ('queued', 'running', 'waiting');
 
 -- name: requeue__was
 SELECT state FROM tenure_jobs WHERE id = :job_id;
@@ -165,14 +188,14 @@ RETURNING seq;
 -- name: get
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at
+       run_after, priority, created_at, updated_at, parent_id, wait
 FROM tenure_jobs
 WHERE id = :job_id;
 
 -- name: list_jobs
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at
+       run_after, priority, created_at, updated_at, parent_id, wait
 FROM tenure_jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
@@ -409,5 +432,91 @@ SELECT id, tenant, kind FROM (
           AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
         ORDER BY priority DESC, rowid LIMIT :window
     )
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        WHERE state = 'waiting' AND run_after <= :now
+          AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
+          AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
+        ORDER BY run_after LIMIT :window
+    )
 )
 ORDER BY priority DESC, position;
+
+-- Runs that wait (see storage.waits): steps of one BEGIN IMMEDIATE transaction each.
+
+-- name: signal
+SELECT kind, state, fencing_token,
+       state = 'waiting' AND json_extract(wait, '$.for') = 'signal'
+           AND json_extract(wait, '$.name') = :name AS waits_for_it
+FROM tenure_jobs WHERE id = :job_id;
+
+-- name: signal__existing
+SELECT payload_sha256 AS existing FROM tenure_signals WHERE job_id = :job_id AND name = :name;
+
+-- name: signal__insert
+INSERT INTO tenure_signals (job_id, name, payload, payload_sha256, at)
+VALUES (:job_id, :name, :payload, :payload_sha256, :now);
+
+-- name: signal__wake
+UPDATE tenure_jobs SET run_after = :now WHERE id = :job_id AND state = 'waiting';
+
+-- name: wait__lock
+-- guard: lease
+SELECT wait, :now AS now FROM tenure_jobs
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now;
+
+-- name: wait__signal
+SELECT payload FROM tenure_signals WHERE job_id = :job_id AND name = :name;
+
+-- name: wait__children
+SELECT id, state, result, error FROM tenure_jobs
+WHERE parent_id = :job_id AND id IN (SELECT value FROM json_each(:ids));
+
+-- name: wait__settle
+-- guard: lease
+UPDATE tenure_jobs
+SET step = :position + 1, updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: wait__settle_stage
+INSERT INTO tenure_stages (job_id, position, name, kind, status, token, result, started_at,
+                           finished_at)
+VALUES (:job_id, :position, :name, 'wait', 'done', :token, :result, :now, :now)
+ON CONFLICT (job_id, position) DO UPDATE
+SET status = 'done', token = excluded.token, result = excluded.result,
+    finished_at = excluded.finished_at;
+
+-- name: wait__settle_event
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+VALUES (:job_id, 'step_done', :now, :token, :owner_id, :detail);
+
+-- name: wait__suspend
+-- guard: lease
+UPDATE tenure_jobs
+SET state = 'waiting', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
+    wait = :wait, updated_at = :now, run_after = COALESCE(:until, 253370764800.0)
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: wait__suspend_stage
+INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
+VALUES (:job_id, :position, :name, 'wait', 'started', :token, :now)
+ON CONFLICT (job_id, position) DO UPDATE SET token = excluded.token;
+
+-- name: wait__suspend_event
+INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+VALUES (:job_id, 'job_waiting', :now, :token, :owner_id, :detail);
+
+-- name: children
+SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
+       max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
+       run_after, priority, created_at, updated_at, parent_id, wait
+FROM tenure_jobs
+WHERE parent_id = :job_id
+ORDER BY rowid;

@@ -25,11 +25,13 @@ from tenure.errors import (
     UnsupportedDatabase,
 )
 from tenure.storage.base import ClaimRequest, NewJob, Publish
-from tenure.storage.migrate import load_migrations
-from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.sqlite.schema import apply_migrations
 from tenure.storage.sqlite.turns import WriteTurns
+from tenure.storage.sqlite.tx import Q, SqliteTx, wake_parent
+from tenure.storage.sqlite.waits import cancel_tree, store_signal
+from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import (
     LOCAL,
     LOCAL_CANCELS,
@@ -40,9 +42,6 @@ from tenure.storage.wakeup import (
 )
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
-Q = load_queries(__package__ or "tenure.storage.sqlite")
-_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
-    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"""
 # Primary result codes that mean the file cannot be used now (busy, locked, I/O, full, …):
 # https://sqlite.org/rescode.html. SQLITE_SCHEMA (17) is a schema change under a statement.
 _UNAVAILABLE_CODES = frozenset({5, 6, 7, 8, 9, 10, 13, 14, 15, 17})
@@ -91,48 +90,6 @@ def path_from_url(url: str) -> str:
     if not parent.is_dir():
         raise UnsupportedDatabase(f"the folder {parent} for the SQLite file does not exist")
     return path
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-class _SqliteTx:
-    """Named queries inside one BEGIN IMMEDIATE transaction; each is handed `:now`."""
-
-    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
-        self.conn = conn
-        self.now = now
-
-    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
-        return self.conn.execute(Q[name], {"now": self.now, **(params or {})}).fetchall()
-
-    def one(self, name: str, params: Params | None = None) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.conn.execute(
-            Q[name], {"now": self.now, **(params or {})}
-        ).fetchone()
-        return row
-
-    def event(
-        self,
-        job_id: str,
-        type: str,
-        token: int | None,
-        owner_id: str | None,
-        detail: dict[str, Any] | str,
-    ) -> None:
-        """Append an event in this transaction (the caller knows the job exists)."""
-        detail_json = detail if isinstance(detail, str) else _dumps(detail)
-        self.rows(
-            "record_event__unchecked",
-            {
-                "job_id": job_id,
-                "type": type,
-                "token": token,
-                "owner_id": owner_id,
-                "detail": detail_json,
-            },
-        )
 
 
 class SqliteStore(SqlStore):
@@ -211,13 +168,13 @@ class SqliteStore(SqlStore):
             raise error from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[_SqliteTx]:
+    def _transaction(self) -> Iterator[SqliteTx]:
         """BEGIN IMMEDIATE; the clock is read once the write lock is held."""
         with self._conn() as conn, self._translate(), self._turns.hold():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 now = float(conn.execute(Q["now"]).fetchone()[0])
-                yield _SqliteTx(conn, now)
+                yield SqliteTx(conn, now)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -243,23 +200,8 @@ class SqliteStore(SqlStore):
 
     def migrate(self) -> list[int]:
         """Apply missing migrations inside one BEGIN IMMEDIATE (the lock)."""
-        applied_now: list[int] = []
         with self._transaction() as tx:
-            conn = tx.conn
-            conn.execute(_VERSION_TABLE)
-            done = {row[0] for row in conn.execute("SELECT version FROM tenure_schema_version")}
-            for migration in load_migrations(__package__ or "tenure.storage.sqlite"):
-                if migration.version in done:
-                    continue
-                for statement in _statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO tenure_schema_version (version, name, applied_at) "
-                    "VALUES (?, ?, ?)",
-                    (migration.version, migration.name, tx.now),
-                )
-                applied_now.append(migration.version)
-        return applied_now
+            return apply_migrations(tx)
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -279,6 +221,7 @@ class SqliteStore(SqlStore):
                     "run_at": None if job.run_at is None else job.run_at.timestamp(),
                     "delay": job.delay_seconds,
                     "priority": job.priority,
+                    "parent_id": job.parent_id,
                 },
             )
             if row is None:
@@ -332,20 +275,31 @@ class SqliteStore(SqlStore):
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results whose lease holds, then claim, in one transaction."""
+        woken: list[str] = []
         with self._transaction() as tx:
             done: set[str] = set()
             for lease, result, detail in zip(
                 publish.leases, publish.results_json, publish.details_json, strict=True
             ):
                 held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
-                if tx.one("exchange__complete", {**held, "result": result}) is not None:
+                row = tx.one("exchange__complete", {**held, "result": result})
+                if row is not None:
                     tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
                     done.add(lease.job_id)
-            claimed = self._exchange_in(tx, request) if request.limit else []
+                    woken += wake_parent(tx, lease.job_id, row["parent_id"])
+            claimed = self._exchange_in(tx, request, woken) if request.limit else []
+        self._announce(woken)
         return done, claimed
 
-    def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
-        assert isinstance(tx, _SqliteTx)
+    def _announce(self, kinds: Sequence[str]) -> None:
+        """Tell this process's workers that jobs of these kinds became claimable."""
+        for kind in dict.fromkeys(kinds):
+            LOCAL.publish(self._where, kind)
+
+    def _exchange_in(
+        self, tx: Tx, request: ClaimRequest, woken: list[str] | None = None
+    ) -> list[Lease]:
+        assert isinstance(tx, SqliteTx)
         owner_id, lease_seconds = request.owner_id, request.lease_seconds
         params = {"kinds": self._array(request.kinds), "only_ids": self._array(request.only_ids)}
         for row in tx.rows("exchange__exhausted", params):
@@ -354,6 +308,8 @@ class SqliteStore(SqlStore):
             tx.event(row["id"], "lease_expired", token, owner, expired)
             failed = {"code": "lease_expired", "attempt": attempt}
             tx.event(row["id"], "job_failed", token, owner, failed)
+            if woken is not None:
+                woken += wake_parent(tx, row["id"], row["parent_id"])
         leases: list[Lease] = []
         for candidate in tx.rows("exchange__candidates", {**params, "limit": request.limit}):
             taken = {"id": candidate["id"], "owner_id": owner_id, "lease_seconds": lease_seconds}
@@ -368,6 +324,12 @@ class SqliteStore(SqlStore):
                     candidate["owner_id"],
                     {"attempt": lease.attempt - 1, "then": "reclaimed"},
                 )
+            elif candidate["state"] == JobState.WAITING and lease.wait is not None:
+                waited = {
+                    "waited_for": lease.wait.get("for"),
+                    "position": lease.wait.get("position"),
+                }
+                tx.event(lease.job_id, "job_resumed", lease.token, owner_id, waited)
             tx.event(
                 lease.job_id,
                 "job_claimed",
@@ -422,6 +384,8 @@ class SqliteStore(SqlStore):
             if row is None:
                 return None
             state = JobState(row["state"])
+            if state is JobState.FAILED:
+                woken = wake_parent(tx, lease.job_id, row["parent_id"])
             detail = {
                 **json.loads(detail_json),
                 "attempt": row["attempt"],
@@ -429,7 +393,9 @@ class SqliteStore(SqlStore):
             }
             event = "job_retry_scheduled" if state is JobState.QUEUED else "job_failed"
             tx.event(lease.job_id, event, lease.token, lease.owner_id, detail)
-            return state
+        if state is JobState.FAILED:
+            self._announce(woken)
+        return state
 
     def release(self, lease: Lease) -> bool:
         """Give the job back if the lease holds."""
@@ -439,12 +405,36 @@ class SqliteStore(SqlStore):
         return True
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel and bump the token in one write; tell this process's workers."""
-        token = self._operator_transition(job_id, "cancel", "job_cancelled")
-        if token is None:
-            return False
-        LOCAL_CANCELS.publish(self._where, cancel_payload(job_id, token))
-        return True
+        """Cancel the job and its unfinished descendants, each token bumped, in one
+        transaction; tell this process's workers."""
+        with self._transaction() as tx:
+            told, woken = cancel_tree(tx, job_id)
+        for cancelled, token in told:
+            LOCAL_CANCELS.publish(self._where, cancel_payload(cancelled, token))
+        self._announce(woken)
+        return bool(told) and told[0][0] == job_id
+
+    def signal(
+        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
+    ) -> SignalOutcome:
+        """One transaction: find the job, store the signal once, wake the job if it waits."""
+        with self._transaction() as tx:
+            outcome, woken = store_signal(
+                tx, job_id, name, payload_json, payload_sha256, detail_json
+            )
+        self._announce(woken)
+        return outcome
+
+    def _time_param(self, when: datetime) -> Any:
+        return when.timestamp()
+
+    def _write_steps(self, tx: Tx, name: str, params: Params) -> Sequence[Row]:
+        """The write, then its stage and its event (`name_stage`, `name_event`)."""
+        rows = tx.rows(name, params)
+        if rows:
+            tx.rows(f"{name}_stage", params)
+            tx.rows(f"{name}_event", params)
+        return rows
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
@@ -557,19 +547,3 @@ class SqliteStore(SqlStore):
         for conn in idle:
             conn.close()
         self._turns.close()
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Split a migration into statements (executescript would commit our transaction)."""
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statement = buffer.strip()
-            buffer = ""
-            if statement.strip(";").strip():
-                yield statement
-    if buffer.strip() and not all(
-        ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()
-    ):
-        raise ValueError("migration ends with an incomplete statement")

@@ -1,0 +1,122 @@
+"""Runs that wait: signals, child jobs, and the guarded wait that settles or suspends a job."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from typing import Any
+
+from tenure.errors import (
+    IdempotencyConflict,
+    InvalidArgument,
+    JobNotFound,
+    SignalConflict,
+    TerminalJob,
+)
+from tenure.ledger.core import event_detail
+from tenure.ledger.leases import Leases
+from tenure.ledger.reading import Reading
+from tenure.ledger.submission import Submission
+from tenure.logs import emit
+from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
+from tenure.types import JSON, EventType, Job, Lease
+from tenure.validation import check_job_id, check_name, encode_json
+
+log = logging.getLogger("tenure")
+
+
+def child_key(parent_id: str, name: str) -> str:
+    """The idempotency key of a parent's child: the same on every attempt of the parent."""
+    return f"tenure-child:{parent_id}:{name}"
+
+
+class Waits(Submission, Leases, Reading):
+    """`signal`, `children`, and what a waiting handler's context asks of the ledger."""
+
+    def signal(self, job_id: str, name: str, payload: JSON = None) -> bool:
+        """Send the job a signal: stored once per job and name, the first wins.
+
+        True when this call stored it; False for a repeat with the same payload (answered as
+        the first). Raises `SignalConflict` for a different payload under a stored name,
+        `TerminalJob` for a job that has ended, `JobNotFound` for an unknown id. A signal may
+        arrive before the job waits for it; a job waiting for it is woken.
+        """
+        job_id = check_job_id(job_id)
+        name = check_name(name, "signal name")
+        encoded = encode_json(payload, "signal payload", self.max_payload_bytes)
+        detail = event_detail(name=name, payload_sha256=encoded.sha256, payload_bytes=encoded.size)
+        outcome = self.store.signal(job_id, name, encoded.text, encoded.sha256, detail)
+        if outcome is SignalOutcome.NO_JOB:
+            job = self.get(job_id)
+            raise TerminalJob(f"job {job_id} is already {job.state.value}; it takes no signals")
+        if outcome is SignalOutcome.CONFLICT:
+            raise SignalConflict(
+                f"job {job_id} already has a signal {name!r} with a different payload: the "
+                "first signal of a name wins; send a new name for a new decision"
+            )
+        emit(log, logging.INFO, "signal_received", job=job_id, signal=name, outcome=outcome)
+        return outcome is SignalOutcome.STORED
+
+    def children(self, job_id: str) -> builtins.list[Job]:
+        """The jobs this job spawned (`ctx.spawn`), in submission order."""
+        job_id = check_job_id(job_id)
+        found = self.store.children(job_id)
+        if not found and self.store.get(job_id) is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return found
+
+    def spawn(
+        self,
+        lease: Lease,
+        name: str,
+        kind: str,
+        payload: JSON,
+        *,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+    ) -> tuple[str, bool]:
+        """Submit the lease's job's child `name` once: its key is stable across the parent's
+        attempts, its tenant the parent's. Returns its id and whether it is new."""
+        try:
+            child_id, new = self.submit_or_find(
+                kind,
+                payload,
+                idempotency_key=child_key(lease.job_id, name),
+                tenant=lease.tenant,
+                max_attempts=max_attempts,
+                priority=0 if priority is None else priority,
+                parent_id=lease.job_id,
+            )
+        except IdempotencyConflict:
+            raise InvalidArgument(
+                f"child {name!r} of job {lease.job_id} was spawned before with another kind "
+                "or payload: a spawn must keep its name, kind and payload across attempts"
+            ) from None
+        if new:
+            self.record(lease, EventType.CHILD_SPAWNED, child=child_id, kind=kind, name=name)
+        return child_id, new
+
+    def wait_on(self, lease: Lease, request: WaitRequest) -> WaitOutcome:
+        """Settle the wait if its condition holds (or its deadline passed), else suspend the
+        job, while the lease holds: `LeaseLost` otherwise."""
+        outcome = self._guard(lease, "wait", lambda: self.store.wait(lease, request))
+        if outcome is None:
+            self._lost(lease, "wait")
+        return outcome
+
+
+def describe_wait(wait: dict[str, Any] | None) -> str:
+    """A waiting job's condition in words: 'signal approval', '2 jobs', 'timer', with its
+    deadline."""
+    if not wait:
+        return ""
+    what = wait.get("for")
+    if what == "signal":
+        text = f"signal {wait.get('name')}"
+    elif what == "jobs":
+        count = len(wait.get("jobs") or [])
+        text = f"{count} child job" + ("" if count == 1 else "s")
+    else:
+        text = "timer"
+    until = wait.get("until")
+    return f"{text} until {until}" if until else text

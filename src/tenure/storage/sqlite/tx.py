@@ -1,0 +1,64 @@
+"""One BEGIN IMMEDIATE transaction of the SQLite store: named queries, each handed `:now`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tenure.storage.queries import load_queries
+from tenure.storage.rows import Row
+from tenure.storage.sql import Params
+
+Q = load_queries("tenure.storage.sqlite")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class SqliteTx:
+    """Named queries inside one BEGIN IMMEDIATE transaction; each is handed `:now`."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+
+    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        return self.conn.execute(Q[name], {"now": self.now, **(params or {})}).fetchall()
+
+    def one(self, name: str, params: Params | None = None) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.conn.execute(
+            Q[name], {"now": self.now, **(params or {})}
+        ).fetchone()
+        return row
+
+    def event(
+        self,
+        job_id: str,
+        type: str,
+        token: int | None,
+        owner_id: str | None,
+        detail: dict[str, Any] | str,
+    ) -> None:
+        """Append an event in this transaction (the caller knows the job exists)."""
+        detail_json = detail if isinstance(detail, str) else _dumps(detail)
+        self.rows(
+            "record_event__unchecked",
+            {
+                "job_id": job_id,
+                "type": type,
+                "token": token,
+                "owner_id": owner_id,
+                "detail": detail_json,
+            },
+        )
+
+
+def wake_parent(tx: SqliteTx, child_id: str, parent_id: str | None) -> list[str]:
+    """Wake the parent of a child that ended, if it waits for it; the parent's kind."""
+    if parent_id is None:
+        return []
+    rows = tx.rows("exchange__wake_parent", {"parent_id": parent_id, "child_id": child_id})
+    return [row["kind"] for row in rows]

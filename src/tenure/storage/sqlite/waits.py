@@ -1,0 +1,68 @@
+"""The SQLite store's cancel cascade and signals, each inside one BEGIN IMMEDIATE transaction
+(SQLite's writers take turns, so no wake-up can slip between a check and a write)."""
+
+from __future__ import annotations
+
+import json
+
+from tenure.storage.sqlite.tx import SqliteTx, wake_parent
+from tenure.storage.waits import SignalOutcome
+from tenure.types import JobState
+
+
+def cancel_tree(tx: SqliteTx, job_id: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """Cancel the job and its unfinished descendants, each token bumped, with their events.
+    Returns (job id, new token) of each job cancelled (the job first, if it was cancelled) and
+    the kinds of parents woken (a cancelled child wakes a parent that waits for it)."""
+    told: list[tuple[str, int]] = []
+    woken: list[str] = []
+    pending: list[tuple[str, str | None]] = [(job_id, None)]
+    while pending:
+        current, parent = pending.pop()
+        was = tx.one("cancel__was", {"job_id": current})
+        row = tx.one("cancel", {"job_id": current})
+        if row is None or was is None:
+            continue
+        detail = {"was": was["state"]}
+        if parent is not None:
+            detail["by_parent"] = parent
+        token = int(row["fencing_token"])
+        tx.event(current, "job_cancelled", token, row["owner_id"], detail)
+        told.append((current, token))
+        if parent is None:
+            woken += wake_parent(tx, current, row["parent_id"])
+        children = tx.rows("cancel__children", {"job_id": current})
+        pending += [(child["id"], current) for child in children]
+    return told, woken
+
+
+def store_signal(
+    tx: SqliteTx,
+    job_id: str,
+    name: str,
+    payload_json: str,
+    payload_sha256: str,
+    detail_json: str,
+) -> tuple[SignalOutcome, list[str]]:
+    """Store the signal once per job and name, wake the job if it waits for it; what it did
+    and the kinds woken."""
+    params = {
+        "job_id": job_id,
+        "name": name,
+        "payload": payload_json,
+        "payload_sha256": payload_sha256,
+    }
+    job = tx.one("signal", params)
+    if job is None or JobState(job["state"]).terminal:
+        return SignalOutcome.NO_JOB, []
+    existing = tx.one("signal__existing", params)
+    if existing is not None:
+        same = existing["existing"] == payload_sha256
+        return (SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT), []
+    tx.rows("signal__insert", params)
+    woke = bool(job["waits_for_it"])
+    if woke:
+        tx.rows("signal__wake", params)
+    detail = {**json.loads(detail_json), "woke": woke}
+    tx.event(job_id, "signal_received", int(job["fencing_token"]), None, detail)
+    return SignalOutcome.STORED, [job["kind"]] if woke else []

@@ -1,0 +1,167 @@
+"""Runs that wait, against real worker processes: a parent killed with SIGKILL at each point
+of spawn and wait, and an approval signalled from other processes (the CLI, HTTP)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tenure
+from tenure import JobState
+from tenure.demo.bank import Bank, BankServer
+from tenure.fence import FenceGuard
+from tests.support.cli import tenure_cli
+from tests.support.service import LiveServer
+from tests.support.waiting import poll
+from tests.test_worker_faults import Workers, marker
+
+pytestmark = pytest.mark.slow
+
+POINTS = ["before_spawn", "between", "child_running", "after_children"]
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(tmp_path)
+    yield group
+    group.stop_all()
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Iterator[BankServer]:
+    """A fenced receiver on loopback, in the test's process (it outlives every worker)."""
+    guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}")
+    receiver = BankServer(Bank(guard))
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+        guard.close()
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_parent_killed_at_each_point_submits_each_child_once_and_applies_each_effect_once(
+    point: str,
+    ledger: tenure.Ledger,
+    db_url: str,
+    workers: Workers,
+    bank: BankServer,
+    tmp_path: Path,
+) -> None:
+    """SIGKILL before the spawn's record, between spawn and wait, while waiting (a child in
+    its effect), and after the children ended: a fresh worker finishes every run with two
+    children, each effect applied once at the fenced receiver, the parent's result from both."""
+    env = {"TENURE_TEST_RECEIVER": bank.url}
+    parent = ledger.submit("wait_parent", {})
+    doomed = workers.start(
+        db_url, "A", "--concurrency", "4", env={**env, "TENURE_TEST_KILL_AT": point}
+    )
+    poll(lambda: list(tmp_path.glob(f"at-{point}-{doomed.pid}")), 30, f"A at {point}")
+    if point == "child_running":
+        poll(lambda: ledger.get(parent).state is JobState.WAITING, 30, "the parent to wait")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    workers.start(db_url, "B", "--concurrency", "4", env=env)
+    job = poll(lambda: (j := ledger.get(parent)).terminal and j, 60, "the parent to end")
+    assert (job.state, job.result) == (JobState.SUCCEEDED, {"total": 30})
+    children = ledger.children(parent)
+    assert sorted(c.payload["n"] for c in children) == [1, 2]
+    assert all(c.state is JobState.SUCCEEDED for c in children)
+    applied = Counter(e.key for e in bank.bank.events if e.what == "applied")
+    assert sorted(applied.values()) == [1, 1], applied
+    assert set(applied) == {f"tool-job:{c.id}:charge" for c in children}
+    assert marker(tmp_path, "planned") == [parent]
+
+
+def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, tmp_path: Path
+) -> None:
+    """The job suspends on worker A (no owner, no lease); `tenure signal` from another
+    process resumes it on worker B; an HTTP repeat is harmless, a different payload a 409;
+    the code before the wait ran once."""
+    job_id = ledger.submit("approval", {})
+    a = workers.start(db_url, "A")
+    job = poll(lambda: (j := ledger.get(job_id)).state is JobState.WAITING and j, 30, "a wait")
+    assert (job.owner_id, job.lease_until) == (None, None)
+    a.send_signal(signal.SIGTERM)
+    a.wait(15)
+    workers.start(db_url, "B")
+    shown = tenure_cli("status", job_id, db=db_url)
+    assert shown.returncode == 0 and "signal approval" in shown.stdout
+    sent = tenure_cli(
+        "signal", job_id, "approval", "--payload", '{"ok": true}', "--json", db=db_url
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["stored"] is True
+    done = poll(lambda: (j := ledger.get(job_id)).terminal and j, 30, "the job to end")
+    assert done.result == {"answer": {"ok": True}, "resumed_by": "B"}
+    assert marker(tmp_path, "before-wait") == ["A"]
+    repeat = tenure_cli("signal", job_id, "approval", "--payload", '{"ok": true}', db=db_url)
+    assert repeat.returncode == 1 and "already succeeded" in repeat.stderr
+
+
+def test_http_signals_first_wins_repeat_is_harmless_conflict_is_409(
+    ledger: tenure.Ledger,
+) -> None:
+    tenant_key = ledger.create_tenant("acme")
+    job_id = ledger.submit("approval", {}, tenant="acme")
+    other = ledger.submit("approval", {}, tenant="other")
+    with LiveServer(ledger) as server, server.client(tenant_key) as client:
+        path = f"/v1/jobs/{job_id}/signals/approval"
+        first = client.post(path, json={"ok": True})
+        assert (first.status_code, first.json()["stored"]) == (200, True)
+        again = client.post(path, json={"ok": True})
+        assert (again.status_code, again.json()["stored"]) == (200, False)
+        conflict = client.post(path, json={"ok": False})
+        assert (conflict.status_code, conflict.json()["error"]["code"]) == (409, "signal_conflict")
+        assert client.post(f"/v1/jobs/{other}/signals/approval", json=1).status_code == 404
+        bad = client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
+        assert 400 <= bad.status_code < 500
+        long_name = client.post(f"/v1/jobs/{job_id}/signals/{'x' * 201}", json=1)
+        assert long_name.status_code == 422
+        shown = client.get(f"/v1/jobs/{job_id}").json()
+        assert shown["state"] == "queued"
+        client.post(f"/v1/jobs/{job_id}/cancel")
+        ended = client.post(path, json={"ok": True})
+        assert ended.status_code == 409
+
+
+def test_metrics_count_waiting_jobs_by_kind(ledger: tenure.Ledger) -> None:
+    """`/metrics` reports waiting jobs per kind (tenure_jobs{state="waiting"})."""
+    from tenure.storage.waits import WaitFor, WaitRequest
+
+    for _ in range(2):
+        ledger.submit("approval", {})
+    for lease in ledger.claim_many("w", kinds=["approval"], limit=2, lease_seconds=30):
+        ledger.wait_on(lease, WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signal="approval"))
+    with LiveServer(ledger) as server, server.client() as client:
+        text = client.get("/metrics").text
+    assert 'tenure_jobs{kind="approval",state="waiting"} 2.0' in text
+
+
+def test_tenure_signal_refuses_bad_input_with_the_documented_exit_codes(
+    ledger: tenure.Ledger, db_url: str
+) -> None:
+    """Unknown or malformed id, a finished job, a conflict: exit 1; an empty name or a payload
+    that is not JSON: exit 2. None of them writes an event."""
+    job_id = ledger.submit("approval", {})
+    before = len(ledger.events(job_id))
+    cases = [
+        (["signal", "not-a-uuid", "go"], 1),
+        (["signal", "00000000-0000-4000-8000-000000000000", "go"], 1),
+        (["signal", job_id, ""], 2),
+        (["signal", job_id, "go", "--payload", "{oops"], 2),
+    ]
+    for argv, code in cases:
+        run = tenure_cli(*argv, db=db_url)
+        assert run.returncode == code, (argv, run.stderr)
+        assert run.stderr.startswith(("tenure: error:", "usage:")), run.stderr
+    assert len(ledger.events(job_id)) == before
+    assert tenure_cli("signal", job_id, "go", "--payload", "1", db=db_url).returncode == 0
+    conflict = tenure_cli("signal", job_id, "go", "--payload", "2", db=db_url)
+    assert conflict.returncode == 1 and "different payload" in conflict.stderr
