@@ -81,27 +81,38 @@ def test_a_parent_killed_at_each_point_submits_each_child_once_and_applies_each_
 def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
     ledger: tenure.Ledger, db_url: str, workers: Workers, tmp_path: Path
 ) -> None:
-    """The job suspends on worker A (no owner, no lease); `tenure signal` from another
-    process resumes it on worker B; an HTTP repeat is harmless, a different payload a 409;
-    the code before the wait ran once."""
-    job_id = ledger.submit("approval", {})
+    """Two jobs suspend on worker A (no owner, no lease) and A stops; one is approved with
+    `tenure signal` (a process of its own), the other over HTTP; both resume on worker B; a
+    repeat is harmless, a different payload refused; the code before each wait ran once."""
+    key = ledger.create_tenant("acme")
+    by_cli = ledger.submit("approval", {}, tenant="acme")
+    by_http = ledger.submit("approval", {}, tenant="acme")
     a = workers.start(db_url, "A")
-    job = poll(lambda: (j := ledger.get(job_id)).state is JobState.WAITING and j, 30, "a wait")
-    assert (job.owner_id, job.lease_until) == (None, None)
+    for job_id in (by_cli, by_http):
+        job = poll(lambda j=job_id: (x := ledger.get(j)).state is JobState.WAITING and x, 30)
+        assert (job.owner_id, job.lease_until) == (None, None)
     a.send_signal(signal.SIGTERM)
     a.wait(15)
     workers.start(db_url, "B")
-    shown = tenure_cli("status", job_id, db=db_url)
+    shown = tenure_cli("status", by_cli, db=db_url)
     assert shown.returncode == 0 and "signal approval" in shown.stdout
     sent = tenure_cli(
-        "signal", job_id, "approval", "--payload", '{"ok": true}', "--json", db=db_url
+        "signal", by_cli, "approval", "--payload", '{"ok": true}', "--json", db=db_url
     )
     assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["stored"] is True
-    done = poll(lambda: (j := ledger.get(job_id)).terminal and j, 30, "the job to end")
-    assert done.result == {"answer": {"ok": True}, "resumed_by": "B"}
-    assert marker(tmp_path, "before-wait") == ["A"]
-    repeat = tenure_cli("signal", job_id, "approval", "--payload", '{"ok": true}', db=db_url)
+    with LiveServer(ledger) as server, server.client(key) as client:
+        path = f"/v1/jobs/{by_http}/signals/approval"
+        assert client.post(path, json={"ok": "http"}).json()["stored"] is True
+        assert client.post(path, json={"ok": "http"}).json()["stored"] is False
+        assert client.post(path, json={"ok": "other"}).status_code == 409
+    for job_id, answer in ((by_cli, {"ok": True}), (by_http, {"ok": "http"})):
+        done = poll(lambda j=job_id: (x := ledger.get(j)).terminal and x, 30, "the job to end")
+        assert done.result == {"answer": answer, "resumed_by": "B"}
+        received = [e for e in ledger.events(job_id) if e.type == "signal_received"]
+        assert len(received) == 1
+    assert marker(tmp_path, "before-wait") == ["A", "A"]
+    repeat = tenure_cli("signal", by_cli, "approval", "--payload", '{"ok": true}', db=db_url)
     assert repeat.returncode == 1 and "already succeeded" in repeat.stderr
 
 
