@@ -314,8 +314,23 @@ logged AS (
 SELECT id::text AS id FROM released
 CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), released.kind)) AS woken;
 
+-- name: cancel__lock
+-- The job and its unfinished descendants, locked deepest first: a child that ends locks itself
+-- and then its parent, so taking the same rows in the same order cannot deadlock with it.
+WITH RECURSIVE tree AS (
+    SELECT id, 0 AS depth FROM tenure_jobs
+    WHERE id = %(job_id)s::uuid AND state IN ('queued', 'running', 'waiting')
+    UNION
+    SELECT c.id, tree.depth + 1 FROM tenure_jobs c JOIN tree ON c.parent_id = tree.id
+    WHERE c.state IN ('queued', 'running', 'waiting')
+)
+SELECT j.id FROM tenure_jobs j JOIN tree ON tree.id = j.id
+ORDER BY tree.depth DESC
+FOR UPDATE OF j;
+
 -- name: cancel
 -- The job and its unfinished descendants, each token bumped: a parent's children run for it.
+-- Runs after cancel__lock in one transaction (a fresh snapshot: the rows as locked).
 WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 tree AS (
     SELECT id, state, parent_id, true AS root FROM tenure_jobs

@@ -308,8 +308,12 @@ class PostgresStore(SqlStore):
         return bool(self._guarded("release", lease))
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel the job and its unfinished descendants, each token bumped, in one write."""
-        return any(row["root"] for row in self._write_rows("cancel", {"job_id": job_id}))
+        """Cancel the job and its unfinished descendants, each token bumped: one transaction
+        that locks them deepest first, then one statement that cancels them."""
+        with self._transaction() as tx:
+            if not tx.rows("cancel__lock", {"job_id": job_id}):
+                return False
+            return any(row["root"] for row in tx.rows("cancel", {"job_id": job_id}))
 
     def signal(
         self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
