@@ -237,7 +237,7 @@ def test_cancel_and_requeue_answer_409_when_they_cannot(service: Service) -> Non
     assert cancelled.json() == {"id": job_id, "state": "cancelled"}
     again = service.acme.post(f"/v1/jobs/{job_id}/cancel")
     assert again.status_code == 409
-    assert error_code(again) == "invalid_transition"
+    assert error_code(again) == "terminal_job"
     requeued = service.acme.post(f"/v1/jobs/{job_id}/requeue")
     assert requeued.json() == {"id": job_id, "state": "queued"}
     assert service.acme.post(f"/v1/jobs/{job_id}/requeue").status_code == 409

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -83,8 +83,12 @@ def test_an_approval_suspends_without_a_lease_and_resumes_once(
     assert types.count("signal_received") == 1
     # Suspending and resuming spent no attempt.
     assert done.attempt == 1
+    # After the end a repeat is still answered as the first; anything new is refused.
+    assert ledger.signal(job_id, "approval", {"ok": True}) is False
     with pytest.raises(TerminalJob):
-        ledger.signal(job_id, "approval", {"ok": True})
+        ledger.signal(job_id, "approval", {"ok": False})
+    with pytest.raises(TerminalJob):
+        ledger.signal(job_id, "another", None)
 
 
 def test_a_signal_sent_before_the_wait_counts(make_app: Callable[[], tenure.App]) -> None:
@@ -209,8 +213,12 @@ def test_sleep_frees_the_worker_and_resumes_by_the_database_clock(
     events = ledger.events(sleeper)
     waited = next(e for e in events if e.type == "job_waiting")
     resumed = next(e for e in events if e.type == "job_resumed")
+    # The deadline was fixed by the database's clock when the job suspended, and the claim that
+    # resumed it came after it.
+    until = datetime.fromisoformat(waited.detail["until"])
+    assert resumed.at >= until
     slept = (resumed.at - waited.at).total_seconds()
-    assert 2.0 <= slept < 10.0, slept
+    assert 1.9 <= slept < 10.0, slept
 
 
 def test_a_wait_timeout_resumes_the_job_with_wait_timeout(

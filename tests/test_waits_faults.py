@@ -112,8 +112,11 @@ def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
         received = [e for e in ledger.events(job_id) if e.type == "signal_received"]
         assert len(received) == 1
     assert marker(tmp_path, "before-wait") == ["A", "A"]
+    # A double click after the end is still answered as the first; a new answer is refused.
     repeat = tenure_cli("signal", by_cli, "approval", "--payload", '{"ok": true}', db=db_url)
-    assert repeat.returncode == 1 and "already succeeded" in repeat.stderr
+    assert repeat.returncode == 0 and "already stored" in repeat.stdout, repeat.stderr
+    late = tenure_cli("signal", by_cli, "approval", "--payload", '{"ok": false}', db=db_url)
+    assert late.returncode == 1 and "already succeeded" in late.stderr
 
 
 def test_http_signals_first_wins_repeat_is_harmless_conflict_is_409(
@@ -138,8 +141,9 @@ def test_http_signals_first_wins_repeat_is_harmless_conflict_is_409(
         shown = client.get(f"/v1/jobs/{job_id}").json()
         assert shown["state"] == "queued"
         client.post(f"/v1/jobs/{job_id}/cancel")
-        ended = client.post(path, json={"ok": True})
-        assert ended.status_code == 409
+        assert client.post(path, json={"ok": True}).json()["stored"] is False  # a repeat
+        ended = client.post(f"/v1/jobs/{job_id}/signals/later", json={"ok": True})
+        assert (ended.status_code, ended.json()["error"]["code"]) == (409, "terminal_job")
 
 
 def test_metrics_count_waiting_jobs_by_kind(ledger: tenure.Ledger) -> None:

@@ -10,18 +10,21 @@ from importlib.metadata import PackageNotFoundError, version
 from tenure import fence, replay
 from tenure.app import App, JobClass
 from tenure.errors import (
+    AccessDenied,
     ChildFailed,
     IdempotencyConflict,
     InvalidArgument,
     InvalidJobClass,
     InvalidTransition,
     JobCancelled,
+    JobFailed,
     JobNotFound,
     LeaseLost,
     NonRetryable,
     OwnershipUnknown,
     PayloadTooLarge,
     ResumeRefused,
+    ServiceUnavailable,
     SignalConflict,
     StageMismatch,
     StaleFence,
@@ -66,9 +69,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "TERMINAL_STATES",
+    "AccessDenied",
     "App",
+    "AsyncClient",
     "CancelReason",
     "ChildFailed",
+    "Client",
     "Effect",
     "Event",
     "EventType",
@@ -81,6 +87,7 @@ __all__ = [
     "JobCancelled",
     "JobClass",
     "JobContext",
+    "JobFailed",
     "JobNotFound",
     "JobState",
     "Lease",
@@ -91,6 +98,7 @@ __all__ = [
     "PayloadTooLarge",
     "PurgeReport",
     "ResumeRefused",
+    "ServiceUnavailable",
     "SignalConflict",
     "Stage",
     "StageKind",
@@ -114,3 +122,12 @@ __all__ = [
     "fence",
     "replay",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`tenure.Client` and `tenure.AsyncClient` import httpx (the `client` extra) on first use."""
+    if name in {"Client", "AsyncClient"}:
+        from tenure import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'tenure' has no attribute {name!r}")

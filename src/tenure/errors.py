@@ -39,6 +39,11 @@ class StoreBug(StoreRejected):
     was changed by hand): report it, with the message."""
 
 
+class ServiceUnavailable(StoreUnavailable):
+    """`tenure.Client`: the service did not answer (refused, reset, timed out) or answered that
+    its database is away (503)."""
+
+
 class OwnershipUnknown(StoreUnavailable):
     """A lease operation could not reach the database: the worker may or may not still own the job.
 
@@ -101,6 +106,18 @@ class StageMismatch(NonRetryable):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="stage_mismatch")
+
+
+class AccessDenied(TenureError):
+    """The service refused the API key (401) or the key's tenant may not do this (403)."""
+
+
+class JobFailed(TenureError):
+    """`Client.result`: the job ended failed or cancelled (`job` holds its state and error)."""
+
+    def __init__(self, job: Any) -> None:
+        super().__init__(f"job {job.id} ended {job.state.value}: {job.error}")
+        self.job = job
 
 
 class SignalConflict(TenureError):

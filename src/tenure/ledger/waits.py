@@ -37,8 +37,9 @@ class Waits(Submission, Leases, Reading):
         """Send the job a signal: stored once per job and name, the first wins.
 
         True when this call stored it; False for a repeat with the same payload (answered as
-        the first). Raises `SignalConflict` for a different payload under a stored name,
-        `TerminalJob` for a job that has ended, `JobNotFound` for an unknown id. A signal may
+        the first, also once the job has ended). Raises `SignalConflict` for a different
+        payload under a stored name, `TerminalJob` for a new signal to a job that has ended,
+        `JobNotFound` for an unknown id. A signal may
         arrive before the job waits for it; a job waiting for it is woken.
         """
         job_id = check_job_id(job_id)

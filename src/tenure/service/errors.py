@@ -19,6 +19,7 @@ from tenure.errors import (
     SignalConflict,
     StoreUnavailable,
     TenureError,
+    TerminalJob,
 )
 from tenure.logs import emit
 from tenure.service.models import ErrorOut
@@ -31,6 +32,7 @@ _STATUS: list[tuple[type[TenureError], int, str]] = [
     (InvalidArgument, 422, "invalid_argument"),
     (JobNotFound, 404, "not_found"),
     (IdempotencyConflict, 409, "idempotency_conflict"),
+    (TerminalJob, 409, "terminal_job"),
     (InvalidTransition, 409, "invalid_transition"),
     (SignalConflict, 409, "signal_conflict"),
     (StoreUnavailable, 503, "database_unavailable"),

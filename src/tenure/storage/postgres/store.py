@@ -327,8 +327,10 @@ class PostgresStore(SqlStore):
             "detail": detail_json,
         }
         rows = self._write_rows("signal", params)
-        if not rows:
-            return SignalOutcome.NO_JOB
+        if not rows:  # unknown or ended: a repeat of a stored signal is still answered
+            found = self._read_rows("signal__existing", params)
+            same = bool(found) and found[0]["existing"] == payload_sha256
+            return SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB
         if rows[0]["inserted"]:
             return SignalOutcome.STORED
         existing = rows[0]["existing"]

@@ -53,9 +53,12 @@ def store_signal(
         "payload_sha256": payload_sha256,
     }
     job = tx.one("signal", params)
-    if job is None or JobState(job["state"]).terminal:
+    if job is None:
         return SignalOutcome.NO_JOB, []
     existing = tx.one("signal__existing", params)
+    if JobState(job["state"]).terminal:  # a repeat of a stored signal is still answered
+        same = existing is not None and existing["existing"] == payload_sha256
+        return (SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB), []
     if existing is not None:
         same = existing["existing"] == payload_sha256
         return (SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT), []
