@@ -166,3 +166,61 @@ def test_a_signal_and_a_child_s_end_wake_an_idle_worker(db_url: str, backend: st
         assert resumed["child"] - resumed["signal"] < 5.0
     finally:
         app.close()
+
+
+@pytest.fixture
+def slow_waiter_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiter's fallback poll (ledger.wait, the long-poll) comes only every 15-30 s."""
+    from tenure.ledger import reading
+    from tenure.service import api
+
+    for module in (reading, api):
+        monkeypatch.setattr(module, "_FIRST_WAIT_POLL", SLOW_POLL)
+        monkeypatch.setattr(module, "_LAST_WAIT_POLL", SLOW_POLL)
+
+
+@pytest.mark.usefixtures("slow_waiter_polls")
+def test_a_job_s_end_wakes_its_waiters(db_url: str) -> None:
+    """`ledger.wait` and `GET /v1/jobs/{id}?wait=S`, whose polls are 30 s apart here, answer
+    within seconds of the job's end: one listener fans the end out to every waiter."""
+    from tests.support.service import LiveServer
+
+    app = tenure.App(db_url)
+    release = threading.Event()
+
+    @app.job("held")
+    def held(ctx: tenure.JobContext, payload: Any) -> str:
+        release.wait(30)
+        return "done"
+
+    answers: dict[str, Any] = {}
+    try:
+        ledger = app.ledger
+        key = ledger.create_tenant("acme")
+        first = ledger.submit("held", {}, tenant="acme")
+        second = ledger.submit("held", {}, tenant="acme")
+        with tenure.Worker(app, concurrency=2), LiveServer(ledger) as server:
+            poll(lambda: ledger.get(second).state is tenure.JobState.RUNNING, 20)
+
+            def by_ledger() -> None:
+                answers["ledger"] = ledger.wait(first, timeout=25)
+
+            def by_http() -> None:
+                with server.client(key) as client:
+                    answers["http"] = client.get(f"/v1/jobs/{second}", params={"wait": 25})
+
+            waiters = [threading.Thread(target=by_ledger), threading.Thread(target=by_http)]
+            for waiter in waiters:
+                waiter.start()
+            poll(lambda: ledger.ended.waiting() == 2, 10, "both waiters to be waiting")
+            ended = time.monotonic()
+            release.set()
+            for waiter in waiters:
+                waiter.join(10)
+            answered = time.monotonic() - ended
+        assert answers["ledger"].state is tenure.JobState.SUCCEEDED
+        assert answers["http"].json()["state"] == "succeeded"
+        assert answered < 5.0, answered
+    finally:
+        release.set()
+        app.close()

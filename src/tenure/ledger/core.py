@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Self
 
 from tenure.errors import StoreUnavailable, TenureError
+from tenure.ledger.ended import EndedWatch
 from tenure.logs import emit
 from tenure.storage import Store
 from tenure.types import CancelReason, EventType, Lease
@@ -55,6 +56,7 @@ class LedgerCore:
         self._unconfirmed_lock = threading.Lock()
         self._limits_seen_at: float | None = None
         self._has_limits = False
+        self.ended = EndedWatch(store)
 
     def migrate(self) -> list[int]:
         """Apply missing schema migrations (under a lock); return the versions applied now."""
@@ -64,6 +66,7 @@ class LedgerCore:
         """Write any held-back events if the database answers, then release the connections."""
         with contextlib.suppress(TenureError):
             self._confirm_unconfirmed(attempts=1)
+        self.ended.close()
         self.store.close()
 
     def __enter__(self) -> Self:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import threading
 import time
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
@@ -17,6 +18,9 @@ from tenure.validation import check_int, check_job_id
 log = logging.getLogger("tenure")
 
 MAX_LIST_LIMIT = 1000
+# Without a wake-up (a notification lost, another process on SQLite) a waiter polls: from this
+# pause, doubling, up to the last.
+_FIRST_WAIT_POLL, _LAST_WAIT_POLL = 0.02, 0.25
 
 
 class Reading(LedgerCore):
@@ -98,16 +102,25 @@ class Reading(LedgerCore):
         return {state: found.get(state, 0) for state in JobState}
 
     def wait(self, job_id: str, timeout: float = 30.0) -> Job:
-        """The job once terminal, or as it is when `timeout` seconds have passed."""
+        """The job once terminal, or as it is when `timeout` seconds have passed. Woken when
+        the job ends (PostgreSQL NOTIFY; on SQLite, an end in this process), with a poll that
+        slows to every 250 ms as the fallback (SQLite: an end in another process)."""
+        job_id = check_job_id(job_id)
         deadline = time.monotonic() + max(0.0, float(timeout))
-        pause = 0.005
-        while True:
-            job = self.get(job_id)
-            remaining = deadline - time.monotonic()
-            if job.terminal or remaining <= 0:
-                return job
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, 0.25)
+        woke = threading.Event()
+        unwatch = self.ended.watch(job_id, woke.set)
+        try:
+            pause = _FIRST_WAIT_POLL
+            while True:
+                job = self.get(job_id)
+                remaining = deadline - time.monotonic()
+                if job.terminal or remaining <= 0:
+                    return job
+                woke.wait(min(pause, remaining))
+                woke.clear()
+                pause = min(pause * 2, _LAST_WAIT_POLL)
+        finally:
+            unwatch()
 
     def queue_figures(self, by_tenant: bool = False) -> builtins.list[QueueFigure]:
         """Jobs per kind (and tenant) and state, with lease and queue ages, by the DB clock."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Annotated, Any
 
@@ -29,6 +30,8 @@ from tenure.validation import MAX_NAME_LENGTH
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 _AUTH = (401, 422, 503)
+# The long-poll is woken when the job ends; it also reads the job from this pause, doubling, up
+# to the last (a notification lost, another process on SQLite).
 _FIRST_WAIT_POLL, _LAST_WAIT_POLL = 0.02, 0.25
 
 
@@ -115,14 +118,29 @@ async def get_job(
     """The job; with `wait`, answers as soon as it is terminal or when the wait is over."""
     ledger = ledger_of(request)
     deadline = time.monotonic() + min(wait, settings_of(request).max_wait_seconds)
+    job = await run_in_threadpool(_visible, ledger, caller, job_id)
+    if job.terminal or wait <= 0:
+        return JobOut.model_validate(job)
+    loop = asyncio.get_running_loop()
+    woke = asyncio.Event()
+
+    def ended() -> None:
+        loop.call_soon_threadsafe(woke.set)
+
+    unwatch = ledger.ended.watch(job.id, ended)
     pause = _FIRST_WAIT_POLL
-    while True:
-        job = await run_in_threadpool(_visible, ledger, caller, job_id)
-        remaining = deadline - time.monotonic()
-        if job.terminal or remaining <= 0 or await request.is_disconnected():
-            return JobOut.model_validate(job)
-        await asyncio.sleep(min(pause, remaining))
-        pause = min(pause * 2, _LAST_WAIT_POLL)
+    try:
+        while True:
+            job = await run_in_threadpool(_visible, ledger, caller, job_id)
+            remaining = deadline - time.monotonic()
+            if job.terminal or remaining <= 0 or await request.is_disconnected():
+                return JobOut.model_validate(job)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woke.wait(), min(pause, remaining))
+            woke.clear()
+            pause = min(pause * 2, _LAST_WAIT_POLL)
+    finally:
+        unwatch()
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventList, responses=documented(*_AUTH, 404))

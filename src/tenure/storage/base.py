@@ -190,6 +190,11 @@ class Store(Protocol):
         renew as well."""
         ...
 
+    def listen_ended(self, callback: Callable[[list[str]], None]) -> Callable[[], None]:
+        """Call `callback(job_ids)` when jobs end (succeed, fail for good, are cancelled);
+        return the function that stops listening. Best effort: waiters poll as well."""
+        ...
+
     def claim(self, request: ClaimRequest) -> list[Lease]:
         """Settle expired leases and take up to `limit` claimable jobs, atomically."""
         ...

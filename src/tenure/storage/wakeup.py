@@ -3,7 +3,9 @@
 PostgreSQL: submits (and releases, requeues) send `NOTIFY "tenure_jobs:<schema>", '<kind>'` in
 the same statement; `storage.postgres.listener` holds one more connection that LISTENs.
 SQLite has no such channel between processes: `LOCAL` wakes the workers of this process that
-use the same file; workers in other processes fall back to polling.
+use the same file; workers in other processes fall back to polling. A job that ends announces
+its id the same way (`tenure_ended:<schema>`, `LOCAL_ENDED`; a cancel on `tenure_cancel`), so
+that `ledger.wait` and the service's long-poll answer at once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ def cancel_channel_of(schema: str) -> str:
     return f"tenure_cancel:{schema}"
 
 
+def ended_channel_of(schema: str) -> str:
+    """The channel on which a job that ended (succeeded or failed) announces its id."""
+    return f"tenure_ended:{schema}"
+
+
 WakeCallback = Callable[[str], None]
+# Called with the ids of jobs that ended (succeeded, failed or cancelled).
+EndedCallback = Callable[[list[str]], None]
 # Called with the job id and its token after the cancel (the run to stop holds a lower one).
 CancelCallback = Callable[[str, int], None]
 
@@ -71,3 +80,5 @@ class LocalWakeups:
 LOCAL = LocalWakeups()
 # Cancels made in this process, for its workers on the same file (others learn at renewal).
 LOCAL_CANCELS = LocalWakeups()
+# Jobs that ended in this process (comma-joined ids), for its waiters on the same file.
+LOCAL_ENDED = LocalWakeups()

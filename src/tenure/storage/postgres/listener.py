@@ -12,9 +12,11 @@ from psycopg import sql
 from tenure.logs import emit
 from tenure.storage.wakeup import (
     CancelCallback,
+    EndedCallback,
     WakeCallback,
     cancel_channel_of,
     channel_of,
+    ended_channel_of,
     read_cancel,
 )
 
@@ -36,14 +38,16 @@ class PostgresListener:
     def __init__(
         self,
         conninfo: str,
-        callback: WakeCallback,
+        callback: WakeCallback | None,
         on_cancelled: CancelCallback | None = None,
         *,
+        on_ended: EndedCallback | None = None,
         wait: float = 5.0,
     ) -> None:
         self._conninfo = conninfo
         self._callback = callback
         self._on_cancelled = on_cancelled
+        self._on_ended = on_ended
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tenure-pg-listen", daemon=True)
@@ -59,17 +63,24 @@ class PostgresListener:
                     row = conn.execute("SELECT current_schema()").fetchone()
                     schema = str(row[0]) if row else "public"
                     channel, cancels = channel_of(schema), cancel_channel_of(schema)
-                    for name in (channel, cancels) if self._on_cancelled else (channel,):
+                    ended = ended_channel_of(schema)
+                    listening = [
+                        name
+                        for name, wanted in (
+                            (channel, self._callback),
+                            (cancels, self._on_cancelled or self._on_ended),
+                            (ended, self._on_ended),
+                        )
+                        if wanted is not None
+                    ]
+                    for name in listening:
                         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
                     self.connected.set()
-                    emit(log, logging.DEBUG, "listen_started", channel=channel)
+                    emit(log, logging.DEBUG, "listen_started", channel=listening[0])
                     probed = time.monotonic()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            if note.channel == cancels and self._on_cancelled is not None:
-                                read_cancel(note.payload, self._on_cancelled)
-                            else:
-                                self._callback(note.payload)
+                            self._dispatch(note.channel, note.payload, cancels, ended)
                         if time.monotonic() - probed > _PROBE_SECONDS:
                             # A reset connection is not reported by notifies() itself; a
                             # round trip finds it (and tcp_user_timeout a silent one).
@@ -81,6 +92,18 @@ class PostgresListener:
                     return
                 emit(log, logging.WARNING, "listen_lost", error_type=type(exc).__name__)
                 self._stop.wait(_RECONNECT_SECONDS)
+
+    def _dispatch(self, channel: str, payload: str, cancels: str, ended: str) -> None:
+        if channel == ended:
+            if self._on_ended is not None:
+                self._on_ended(payload.split(","))
+        elif channel == cancels:
+            if self._on_cancelled is not None:
+                read_cancel(payload, self._on_cancelled)
+            if self._on_ended is not None:
+                self._on_ended([payload.rpartition(":")[0]])
+        elif self._callback is not None:
+            self._callback(payload)
 
     def close(self) -> None:
         """Stop listening and close the connection (within about half a second)."""

@@ -92,7 +92,9 @@ done AS (
       AND j.fencing_token = (given.results -> j.id::text ->> 't')::bigint
       AND j.lease_until > clock.now
     RETURNING j.id, clock.now AS at, j.fencing_token AS token, j.owner_id, j.parent_id,
-              given.results -> j.id::text -> 'd' AS detail
+              given.results -> j.id::text -> 'd' AS detail,
+              -- Waiters (ledger.wait, the service's long-poll) answer at once.
+              pg_notify('tenure_ended:' || current_schema(), j.id::text) AS told
 ),
 done_logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
@@ -112,7 +114,8 @@ expired_out AS (
                                    'message', 'the lease of the last allowed attempt expired')
     FROM exhausted, clock
     WHERE j.id = exhausted.id
-    RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, j.parent_id, clock.now AS at
+    RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, j.parent_id, clock.now AS at,
+              pg_notify('tenure_ended:' || current_schema(), j.id::text) AS told
 ),
 -- A child that ended wakes its parent if the parent waits for it. The parent's row is locked
 -- whatever its state: a parent suspending at this moment holds that lock, so either its
@@ -274,7 +277,9 @@ failed AS (
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now
-    RETURNING j.id, j.state, j.attempt, j.run_after, j.parent_id, clock.now AS at
+    RETURNING j.id, j.state, j.attempt, j.run_after, j.parent_id, clock.now AS at,
+              CASE WHEN j.state = 'failed'
+                   THEN pg_notify('tenure_ended:' || current_schema(), j.id::text) END AS told
 ),
 -- A child that failed for good wakes its waiting parent (see exchange's parents_woken).
 parent_woken AS (

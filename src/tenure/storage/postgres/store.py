@@ -33,7 +33,7 @@ from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.waits import SignalOutcome
-from tenure.storage.wakeup import CancelCallback, WakeCallback
+from tenure.storage.wakeup import CancelCallback, EndedCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
@@ -258,6 +258,11 @@ class PostgresStore(SqlStore):
     ) -> Callable[[], None]:
         """LISTEN on one connection for claimable kinds (and cancels); returns the stop."""
         return PostgresListener(self._conninfo, callback, on_cancelled, wait=self._timeout).close
+
+    def listen_ended(self, callback: EndedCallback) -> Callable[[], None]:
+        """LISTEN on one connection for jobs that end (and are cancelled); returns the stop."""
+        listener = PostgresListener(self._conninfo, None, on_ended=callback, wait=self._timeout)
+        return listener.close
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results and claim in one statement."""

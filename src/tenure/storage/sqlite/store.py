@@ -35,7 +35,9 @@ from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import (
     LOCAL,
     LOCAL_CANCELS,
+    LOCAL_ENDED,
     CancelCallback,
+    EndedCallback,
     WakeCallback,
     cancel_payload,
     read_cancel,
@@ -255,6 +257,11 @@ class SqliteStore(SqlStore):
         LOCAL.publish(self._where, first.kind)
         return len(jobs)
 
+    def listen_ended(self, callback: EndedCallback) -> Callable[[], None]:
+        """Call `callback(ids)` when jobs end in this process (other processes' are found by
+        the waiters' fallback poll)."""
+        return LOCAL_ENDED.subscribe(self._where, lambda ids: callback(ids.split(",")))
+
     def listen(
         self, callback: WakeCallback, on_cancelled: CancelCallback | None = None
     ) -> Callable[[], None]:
@@ -287,9 +294,16 @@ class SqliteStore(SqlStore):
                     tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
                     done.add(lease.job_id)
                     woken += wake_parent(tx, lease.job_id, row["parent_id"])
-            claimed = self._exchange_in(tx, request, woken) if request.limit else []
+            ended = list(done)
+            claimed = self._exchange_in(tx, request, woken, ended) if request.limit else []
         self._announce(woken)
+        self._ended(ended)
         return done, claimed
+
+    def _ended(self, job_ids: Sequence[str]) -> None:
+        """Tell this process's waiters that these jobs ended."""
+        if job_ids:
+            LOCAL_ENDED.publish(self._where, ",".join(job_ids))
 
     def _announce(self, kinds: Sequence[str]) -> None:
         """Tell this process's workers that jobs of these kinds became claimable."""
@@ -297,7 +311,11 @@ class SqliteStore(SqlStore):
             LOCAL.publish(self._where, kind)
 
     def _exchange_in(
-        self, tx: Tx, request: ClaimRequest, woken: list[str] | None = None
+        self,
+        tx: Tx,
+        request: ClaimRequest,
+        woken: list[str] | None = None,
+        ended: list[str] | None = None,
     ) -> list[Lease]:
         assert isinstance(tx, SqliteTx)
         owner_id, lease_seconds = request.owner_id, request.lease_seconds
@@ -310,6 +328,8 @@ class SqliteStore(SqlStore):
             tx.event(row["id"], "job_failed", token, owner, failed)
             if woken is not None:
                 woken += wake_parent(tx, row["id"], row["parent_id"])
+            if ended is not None:
+                ended.append(row["id"])
         leases: list[Lease] = []
         for candidate in tx.rows("exchange__candidates", {**params, "limit": request.limit}):
             taken = {"id": candidate["id"], "owner_id": owner_id, "lease_seconds": lease_seconds}
@@ -395,6 +415,7 @@ class SqliteStore(SqlStore):
             tx.event(lease.job_id, event, lease.token, lease.owner_id, detail)
         if state is JobState.FAILED:
             self._announce(woken)
+            self._ended([lease.job_id])
         return state
 
     def release(self, lease: Lease) -> bool:
@@ -412,6 +433,7 @@ class SqliteStore(SqlStore):
         for cancelled, token in told:
             LOCAL_CANCELS.publish(self._where, cancel_payload(cancelled, token))
         self._announce(woken)
+        self._ended([cancelled for cancelled, _ in told])
         return bool(told) and told[0][0] == job_id
 
     def signal(
