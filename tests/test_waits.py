@@ -418,3 +418,54 @@ def test_replay_of_a_run_that_waited_spawns_and_waits_for_nothing(
     assert (report.differences, report.replayed_result, report.error) == (0, {"value": 21}, None)
     assert [stage.kind for stage in report.stages] == ["wait", "step", "wait", "wait"]
     assert len(ledger.children(job_id)) == 1
+
+
+def test_suspending_spends_no_attempt_but_max_attempts_still_bounds_failures(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """A job that sleeps then fails every time: the sleep gave its attempt back, and the
+    failures alone reach max_attempts=2 (three claims: the first, the resume, the retry)."""
+    app = make_app()
+
+    @app.job("flaky", max_attempts=2, backoff=0.01, **FAST)
+    def flaky(ctx: tenure.JobContext, payload: Any) -> Any:
+        ctx.sleep(0.1)
+        raise RuntimeError("always")
+
+    ledger = app.ledger
+    job_id = ledger.submit("flaky", {})
+    with tenure.Worker(app, poll_interval=0.05):
+        done = ended(ledger, job_id)
+    assert (done.state, done.attempt, done.error["code"]) == (JobState.FAILED, 2, "handler_error")
+    types = [event.type for event in ledger.events(job_id)]
+    assert types.count("job_claimed") == 3
+    assert types.count("job_waiting") == 1  # the retry replayed the recorded sleep
+    assert types.count("job_retry_scheduled") == 1
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_a_child_whose_last_lease_expires_wakes_its_waiting_parent(
+    ledger: tenure.Ledger, limited: bool
+) -> None:
+    """The claim that fails an exhausted child (a plain claim, or one under concurrency
+    limits) wakes the parent that waits for it: the parent is claimable at once."""
+    from tenure.storage.base import ClaimRequest
+
+    parent_id = ledger.submit("parent", {})
+    parent = ledger.claim("w", kinds=["parent"], lease_seconds=30)
+    assert parent is not None
+    child_id, _ = ledger.submit_or_find("child", {}, max_attempts=1, parent_id=parent_id)
+    request = WaitRequest(0, "wait_job#1", WaitFor.JOBS, jobs=(child_id,))
+    assert ledger.wait_on(parent, request).suspended
+    ghost = ledger.claim("ghost", kinds=["child"], lease_seconds=0.2)
+    assert ghost is not None and ghost.job_id == child_id
+    poll(lambda: ledger.now() > ghost.lease_until, 10, "the child's lease to expire")
+    settle = ClaimRequest(owner_id="w2", kinds=["child"], lease_seconds=30, limit=1)
+    if limited:
+        assert ledger.store.limited_claim(settle, {"child": 5}) == []
+    else:
+        assert ledger.store.claim(settle) == []
+    assert ledger.get(child_id).state is JobState.FAILED
+    resumed = ledger.claim("w3", kinds=["parent"], lease_seconds=30)
+    assert resumed is not None and resumed.job_id == parent_id
+    assert resumed.token == parent.token + 1

@@ -22,7 +22,7 @@ from typing import Any
 from tenure.app import App
 from tenure.errors import InvalidArgument
 from tenure.ledger import Ledger
-from tenure.storage.waits import children_value, signal_value
+from tenure.runtime.waiting import StageNames, children_value, signal_value
 from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
 
 
@@ -78,7 +78,7 @@ class ReplayContext:
         self._recorded = {stage.position: stage for stage in recorded}
         self._report = report
         self._position = 0
-        self._ordinals: dict[str, int] = {}
+        self._names = StageNames()
         self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
 
     @property
@@ -122,21 +122,21 @@ class ReplayContext:
         self, kind: str, payload: Any, *, name: str | None = None, priority: int | None = None
     ) -> Any:
         """Spawn nothing: the recorded child's id."""
-        label = name or f"{kind}#{self._ordinal('spawn:' + kind)}"
-        return self._substitute(f"spawn:{label}", self._next(), StageKind.STEP, "child not spawned")
+        stage = self._names.spawn(kind, name)[1]
+        return self._substitute(stage, self._next(), StageKind.STEP, "child not spawned")
 
     def wait_for(self, name: str, timeout: float | None = None) -> Any:
         """Wait for nothing: the recorded signal (or timeout)."""
-        return signal_value(self._recorded_wait(f"signal:{name}"), name, timeout)
+        return signal_value(self._recorded_wait(self._names.signal(name)), name, timeout)
 
     def wait_job(self, job: str | list[str], timeout: float | None = None) -> Any:
         """Wait for nothing: the recorded children's results (or failure, or timeout)."""
-        outcome = self._recorded_wait(f"wait_job#{self._ordinal('wait_job')}")
+        outcome = self._recorded_wait(self._names.wait_job())
         return children_value(outcome, isinstance(job, str), timeout)
 
     def sleep(self, seconds: float) -> None:
         """Sleep not at all."""
-        self._recorded_wait(f"sleep#{self._ordinal('sleep')}")
+        self._recorded_wait(self._names.sleep())
 
     async def await_for(self, name: str, timeout: float | None = None) -> Any:
         return self.wait_for(name, timeout)
@@ -151,10 +151,6 @@ class ReplayContext:
 
     async def asleep(self, seconds: float) -> None:
         self.sleep(seconds)
-
-    def _ordinal(self, family: str) -> int:
-        self._ordinals[family] = self._ordinals.get(family, 0) + 1
-        return self._ordinals[family]
 
     def _recorded_wait(self, name: str) -> dict[str, Any]:
         outcome = self._substitute(name, self._next(), StageKind.WAIT, "not waited")

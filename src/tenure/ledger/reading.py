@@ -7,6 +7,7 @@ import builtins
 import logging
 import threading
 import time
+from typing import TypeVar
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
 from tenure.ledger.core import LedgerCore
@@ -16,6 +17,7 @@ from tenure.types import Event, Job, JobState, Stage
 from tenure.validation import check_int, check_job_id
 
 log = logging.getLogger("tenure")
+T = TypeVar("T")
 
 MAX_LIST_LIMIT = 1000
 # Without a wake-up (a notification lost, another process on SQLite) a waiter polls: from this
@@ -61,18 +63,18 @@ class Reading(LedgerCore):
     def events(self, job_id: str) -> list[Event]:
         """The job's flight recorder, oldest first."""
         job_id = check_job_id(job_id)
-        events = self.store.events(job_id)
-        if not events and self.store.get(job_id) is None:
-            raise JobNotFound(f"no job has the id {job_id}")
-        return events
+        return self._of_known_job(job_id, self.store.events(job_id))
 
     def stages(self, job_id: str) -> list[Stage]:
         """The job's recorded steps and effects, in handler order."""
         job_id = check_job_id(job_id)
-        stages = self.store.stages(job_id)
-        if not stages and self.store.get(job_id) is None:
+        return self._of_known_job(job_id, self.store.stages(job_id))
+
+    def _of_known_job(self, job_id: str, found: builtins.list[T]) -> builtins.list[T]:
+        """`found` (rows of the job); an empty answer for an unknown job is `JobNotFound`."""
+        if not found and self.store.get(job_id) is None:
             raise JobNotFound(f"no job has the id {job_id}")
-        return stages
+        return found
 
     def list(
         self,

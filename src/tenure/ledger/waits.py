@@ -9,7 +9,6 @@ from typing import Any
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
-    JobNotFound,
     SignalConflict,
     TerminalJob,
 )
@@ -61,10 +60,7 @@ class Waits(Submission, Leases, Reading):
     def children(self, job_id: str) -> builtins.list[Job]:
         """The jobs this job spawned (`ctx.spawn`), in submission order."""
         job_id = check_job_id(job_id)
-        found = self.store.children(job_id)
-        if not found and self.store.get(job_id) is None:
-            raise JobNotFound(f"no job has the id {job_id}")
-        return found
+        return self._of_known_job(job_id, self.store.children(job_id))
 
     def spawn(
         self,

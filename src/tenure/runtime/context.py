@@ -21,13 +21,8 @@ from tenure.errors import (
     OwnershipUnknown,
     StageMismatch,
 )
-from tenure.storage.waits import (
-    WaitFor,
-    WaitOutcome,
-    WaitRequest,
-    children_value,
-    signal_value,
-)
+from tenure.runtime.waiting import StageNames, children_value, signal_value
+from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest
 from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
 from tenure.validation import check_job_id, check_name, encode_json
 
@@ -81,7 +76,7 @@ class JobContext:
         self._recorded = {stage.position: stage for stage in recorded}
         self._next_position = 0
         self._effect_names: set[str] = set()
-        self._ordinals: dict[str, int] = {}
+        self._names = StageNames()
         self._lock = threading.Lock()
         self._envelope = envelope if envelope is not None else {}
 
@@ -179,7 +174,7 @@ class JobContext:
         the database's clock) raises `WaitTimeout`."""
         name = check_name(name, "signal name")
         seconds = _timeout(timeout)
-        outcome = self._wait(f"signal:{name}", WaitFor.SIGNAL, seconds, signal=name)
+        outcome = self._wait(self._names.signal(name), WaitFor.SIGNAL, seconds, signal=name)
         return signal_value(outcome, name, seconds)
 
     def spawn(
@@ -200,12 +195,11 @@ class JobContext:
             child = check_name(name, "child name") if name is not None else None
         except InvalidArgument as exc:
             raise NonRetryable(str(exc), code="invalid_spawn") from None
-        child = child or f"{kind}#{self._ordinal('spawn:' + kind)}"
+        child, stage = self._names.spawn(kind, child)
         lease = self._run.lease
         return str(
             self.step(
-                f"spawn:{child}",
-                lambda: self._ledger.spawn(lease, child, kind, payload, priority=priority)[0],
+                stage, lambda: self._ledger.spawn(lease, child, kind, payload, priority=priority)[0]
             )
         )
 
@@ -218,9 +212,7 @@ class JobContext:
             raise InvalidArgument("wait_job needs at least one job id")
         ids = [check_job_id(each) for each in ids]
         seconds = _timeout(timeout)
-        outcome = self._wait(
-            f"wait_job#{self._ordinal('wait_job')}", WaitFor.JOBS, seconds, jobs=tuple(ids)
-        )
+        outcome = self._wait(self._names.wait_job(), WaitFor.JOBS, seconds, jobs=tuple(ids))
         return children_value(outcome, isinstance(job, str), seconds)
 
     def sleep(self, seconds: float) -> None:
@@ -229,7 +221,7 @@ class JobContext:
         length = _timeout(seconds)
         if length is None:
             raise InvalidArgument("sleep needs a number of seconds")
-        self._wait(f"sleep#{self._ordinal('sleep')}", WaitFor.TIMER, length)
+        self._wait(self._names.sleep(), WaitFor.TIMER, length)
 
     async def await_for(self, name: str, timeout: float | None = None) -> JSON:
         """`wait_for` for async handlers."""
@@ -249,12 +241,6 @@ class JobContext:
         """`sleep` for async handlers."""
         await asyncio.to_thread(self.sleep, seconds)
 
-    def _ordinal(self, family: str) -> int:
-        """1, 2, … per family of default stage names, in handler order (stable on replay)."""
-        with self._lock:
-            self._ordinals[family] = self._ordinals.get(family, 0) + 1
-            return self._ordinals[family]
-
     def _wait(
         self,
         name: str,
@@ -265,19 +251,9 @@ class JobContext:
         jobs: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         """Replay a recorded wait, or settle it now, or suspend the job (raise `Suspended`)."""
-        self.check()
-        with self._lock:
-            position = self._next_position
-            self._next_position += 1
-        recorded = self._recorded.get(position)
+        position, recorded = self._next_stage(name, StageKind.WAIT)
         until = None
         if recorded is not None:
-            if (recorded.name, recorded.kind) != (name, StageKind.WAIT):
-                raise StageMismatch(
-                    f"job {self.job_id}: stage {position} was recorded as {recorded.kind.value} "
-                    f"{recorded.name!r} but the handler now waits ({name!r}); steps must keep "
-                    "their names and order across attempts"
-                )
             if recorded.status is StageStatus.DONE:
                 return dict(recorded.result)
             waited = self._run.lease.wait or {}
@@ -287,21 +263,21 @@ class JobContext:
             position, name, wait_for, signal, jobs, seconds, until, {"position": position}
         )
         renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
+        suspended = False
         try:
             outcome: WaitOutcome = self._write(
                 lambda: self._ledger.wait_on(self._run.lease, request)
             )
-        except BaseException:
-            self._run.renewing = renewing and not self._run.cancelled.is_set()
-            raise
-        if outcome.suspended:
+            suspended = outcome.suspended
+        finally:
+            if not suspended:
+                self._run.renewing = renewing and not self._run.cancelled.is_set()
+        if outcome.result is None:
             self._run.suspended()
             self._run.log(
                 logging.INFO, "job_suspended", waits_for=wait_for.value, position=position
             )
             raise Suspended(name)
-        self._run.renewing = renewing and not self._run.cancelled.is_set()
-        assert outcome.result is not None
         return outcome.result
 
     def _effect(self, plan: _Plan) -> Effect:
@@ -310,26 +286,17 @@ class JobContext:
 
     def _begin(self, name: str, kind: StageKind) -> _Plan:
         """Replay a recorded stage, or write its `started` record (write-ahead)."""
-        self.check()
-        with self._lock:
-            position = self._next_position
-            self._next_position += 1
-            if kind is StageKind.EFFECT:
+        if kind is StageKind.EFFECT:
+            with self._lock:
                 if name in self._effect_names:
                     raise StageMismatch(
                         f"effect {name!r} is used twice in one job: its key "
                         "would repeat; give each effect its own name"
                     )
                 self._effect_names.add(name)
+        position, recorded = self._next_stage(name, kind)
         plan = _Plan(position, name, kind)
-        recorded = self._recorded.get(position)
         if recorded is not None:
-            if (recorded.name, recorded.kind) != (name, kind):
-                raise StageMismatch(
-                    f"job {self.job_id}: stage {position} was recorded as {recorded.kind.value} "
-                    f"{recorded.name!r} but the handler now asks for {kind.value} {name!r}; "
-                    "steps must keep their names and order across attempts"
-                )
             if recorded.status is StageStatus.DONE:
                 plan.replayed, plan.result = True, recorded.result
                 return plan
@@ -361,6 +328,22 @@ class JobContext:
             )
         )
         return plan
+
+    def _next_stage(self, name: str, kind: StageKind) -> tuple[int, Stage | None]:
+        """The next position in handler order and what was recorded there, which must be
+        this stage (a renamed or reordered stage is an error, not a silent re-run)."""
+        self.check()
+        with self._lock:
+            position = self._next_position
+            self._next_position += 1
+        recorded = self._recorded.get(position)
+        if recorded is not None and (recorded.name, recorded.kind) != (name, kind):
+            raise StageMismatch(
+                f"job {self.job_id}: stage {position} was recorded as {recorded.kind.value} "
+                f"{recorded.name!r} but the handler now asks for {kind.value} {name!r}; "
+                "steps must keep their names and order across attempts"
+            )
+        return position, recorded
 
     def _end(self, plan: _Plan, result: Any) -> Any:
         """Record the result and advance the cursor; return the result as a replay would.

@@ -124,8 +124,8 @@ class SqlStore(Store, ABC):
                 },
             )
             chosen = plan.choose(window, request.limit)
-            if not chosen:
-                return []
+            # Even with nothing to take, the claim settles expired last attempts (and so wakes
+            # the parents that wait for them), as every claim does.
             return self._exchange_in(tx, replace(request, limit=len(chosen), only_ids=chosen))
 
     def tenant_limits(self) -> dict[str, int]:
@@ -174,7 +174,7 @@ class SqlStore(Store, ABC):
                     "wait__settle",
                     {**stage, "result": _dumps(result), "detail": _dumps(detail)},
                 )
-                return WaitOutcome(result, until)
+                return WaitOutcome(result)
             document = wait_document(request, until)
             suspend = {
                 **stage,
@@ -183,7 +183,7 @@ class SqlStore(Store, ABC):
                 "detail": _dumps({**request.detail, **document}),
             }
             self._write_steps(tx, "wait__suspend", suspend)
-            return WaitOutcome(None, until)
+            return WaitOutcome(None)
 
     def children(self, job_id: str) -> list[Job]:
         """The jobs this job spawned, in submission order."""

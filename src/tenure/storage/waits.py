@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tenure.errors import ChildFailed, NonRetryable, WaitTimeout
+from tenure.errors import NonRetryable
 from tenure.types import JSON, JobState
 
 # run_after of a wait without a deadline: never due by time (only a signal or a child wakes it).
@@ -54,7 +54,6 @@ class WaitOutcome:
     """`result` (the recorded outcome) when the wait settled; else the job is suspended."""
 
     result: dict[str, Any] | None
-    until: datetime | None = None
 
     @property
     def suspended(self) -> bool:
@@ -72,7 +71,7 @@ class SignalOutcome(enum.StrEnum):
 
 
 _ENDED = frozenset({JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value})
-_FAILED = frozenset({JobState.FAILED.value, JobState.CANCELLED.value})
+FAILED = frozenset({JobState.FAILED.value, JobState.CANCELLED.value})
 
 
 def decide(
@@ -102,9 +101,7 @@ def decide(
                 code="not_a_child",
             )
         ordered = [found[job] for job in request.jobs]
-        if all(c["state"] in _ENDED for c in ordered) or any(
-            c["state"] in _FAILED for c in ordered
-        ):
+        if all(c["state"] in _ENDED for c in ordered) or any(c["state"] in FAILED for c in ordered):
             return {"jobs": ordered}, until
     if until is not None and until <= now:
         if request.wait_for is WaitFor.TIMER:
@@ -123,23 +120,3 @@ def wait_document(request: WaitRequest, until: datetime | None) -> dict[str, Any
     if until is not None:
         document["until"] = until.isoformat()
     return document
-
-
-def signal_value(outcome: dict[str, Any], name: str, timeout: float | None) -> JSON:
-    """What `wait_for` returns for a settled wait: the payload, or `WaitTimeout`."""
-    if "timeout" in outcome:
-        raise WaitTimeout(f"signal {name!r} did not arrive within {timeout or 0:g}s")
-    return outcome["signal"]
-
-
-def children_value(outcome: dict[str, Any], single: bool, timeout: float | None) -> JSON:
-    """What `wait_job` returns for a settled wait: the result (or the list of results), or
-    `ChildFailed` for a child that failed or was cancelled, or `WaitTimeout`."""
-    if "timeout" in outcome:
-        raise WaitTimeout(f"child job(s) did not end within {timeout or 0:g}s")
-    children = outcome["jobs"]
-    for child in children:
-        if child["state"] in _FAILED:
-            raise ChildFailed(child["id"], child["state"], child["error"])
-    results = [child["result"] for child in children]
-    return results[0] if single else results

@@ -29,7 +29,7 @@ from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.sqlite.schema import apply_migrations
 from tenure.storage.sqlite.turns import WriteTurns
-from tenure.storage.sqlite.tx import Q, SqliteTx, wake_parent
+from tenure.storage.sqlite.tx import Q, SqliteTx
 from tenure.storage.sqlite.waits import cancel_tree, store_signal
 from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import (
@@ -171,12 +171,13 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[SqliteTx]:
-        """BEGIN IMMEDIATE; the clock is read once the write lock is held."""
+        """BEGIN IMMEDIATE; the clock is read once the write lock is held. What the
+        transaction made known is told once it has committed and the write turn is passed on."""
         with self._conn() as conn, self._translate(), self._turns.hold():
             conn.execute("BEGIN IMMEDIATE")
             try:
-                now = float(conn.execute(Q["now"]).fetchone()[0])
-                yield SqliteTx(conn, now)
+                tx = SqliteTx(conn, float(conn.execute(Q["now"]).fetchone()[0]))
+                yield tx
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -186,6 +187,7 @@ class SqliteStore(SqlStore):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        self._tell(tx)
 
     def _read_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
         with self._translate(), self._conn() as conn:
@@ -282,7 +284,6 @@ class SqliteStore(SqlStore):
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results whose lease holds, then claim, in one transaction."""
-        woken: list[str] = []
         with self._transaction() as tx:
             done: set[str] = set()
             for lease, result, detail in zip(
@@ -293,30 +294,21 @@ class SqliteStore(SqlStore):
                 if row is not None:
                     tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
                     done.add(lease.job_id)
-                    woken += wake_parent(tx, lease.job_id, row["parent_id"])
-            ended = list(done)
-            claimed = self._exchange_in(tx, request, woken, ended) if request.limit else []
-        self._announce(woken)
-        self._ended(ended)
+                    tx.job_ended(lease.job_id, row["parent_id"])
+            claimed = self._exchange_in(tx, request) if request.limit else []
         return done, claimed
 
-    def _ended(self, job_ids: Sequence[str]) -> None:
-        """Tell this process's waiters that these jobs ended."""
-        if job_ids:
-            LOCAL_ENDED.publish(self._where, ",".join(job_ids))
-
-    def _announce(self, kinds: Sequence[str]) -> None:
-        """Tell this process's workers that jobs of these kinds became claimable."""
-        for kind in dict.fromkeys(kinds):
+    def _tell(self, tx: SqliteTx) -> None:
+        """After a commit: tell this process's workers and waiters what the transaction made
+        known (other processes find it by polling and at their next renewal)."""
+        for kind in dict.fromkeys(tx.claimable):
             LOCAL.publish(self._where, kind)
+        for job_id, token in tx.cancelled:
+            LOCAL_CANCELS.publish(self._where, cancel_payload(job_id, token))
+        if tx.ended:
+            LOCAL_ENDED.publish(self._where, ",".join(tx.ended))
 
-    def _exchange_in(
-        self,
-        tx: Tx,
-        request: ClaimRequest,
-        woken: list[str] | None = None,
-        ended: list[str] | None = None,
-    ) -> list[Lease]:
+    def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
         assert isinstance(tx, SqliteTx)
         owner_id, lease_seconds = request.owner_id, request.lease_seconds
         params = {"kinds": self._array(request.kinds), "only_ids": self._array(request.only_ids)}
@@ -326,10 +318,7 @@ class SqliteStore(SqlStore):
             tx.event(row["id"], "lease_expired", token, owner, expired)
             failed = {"code": "lease_expired", "attempt": attempt}
             tx.event(row["id"], "job_failed", token, owner, failed)
-            if woken is not None:
-                woken += wake_parent(tx, row["id"], row["parent_id"])
-            if ended is not None:
-                ended.append(row["id"])
+            tx.job_ended(row["id"], row["parent_id"])
         leases: list[Lease] = []
         for candidate in tx.rows("exchange__candidates", {**params, "limit": request.limit}):
             taken = {"id": candidate["id"], "owner_id": owner_id, "lease_seconds": lease_seconds}
@@ -405,7 +394,7 @@ class SqliteStore(SqlStore):
                 return None
             state = JobState(row["state"])
             if state is JobState.FAILED:
-                woken = wake_parent(tx, lease.job_id, row["parent_id"])
+                tx.job_ended(lease.job_id, row["parent_id"])
             detail = {
                 **json.loads(detail_json),
                 "attempt": row["attempt"],
@@ -413,10 +402,7 @@ class SqliteStore(SqlStore):
             }
             event = "job_retry_scheduled" if state is JobState.QUEUED else "job_failed"
             tx.event(lease.job_id, event, lease.token, lease.owner_id, detail)
-        if state is JobState.FAILED:
-            self._announce(woken)
-            self._ended([lease.job_id])
-        return state
+            return state
 
     def release(self, lease: Lease) -> bool:
         """Give the job back if the lease holds."""
@@ -429,23 +415,14 @@ class SqliteStore(SqlStore):
         """Cancel the job and its unfinished descendants, each token bumped, in one
         transaction; tell this process's workers."""
         with self._transaction() as tx:
-            told, woken = cancel_tree(tx, job_id)
-        for cancelled, token in told:
-            LOCAL_CANCELS.publish(self._where, cancel_payload(cancelled, token))
-        self._announce(woken)
-        self._ended([cancelled for cancelled, _ in told])
-        return bool(told) and told[0][0] == job_id
+            return cancel_tree(tx, job_id)
 
     def signal(
         self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
     ) -> SignalOutcome:
         """One transaction: find the job, store the signal once, wake the job if it waits."""
         with self._transaction() as tx:
-            outcome, woken = store_signal(
-                tx, job_id, name, payload_json, payload_sha256, detail_json
-            )
-        self._announce(woken)
-        return outcome
+            return store_signal(tx, job_id, name, payload_json, payload_sha256, detail_json)
 
     def _time_param(self, when: datetime) -> Any:
         return when.timestamp()

@@ -19,11 +19,18 @@ def _dumps(value: Any) -> str:
 
 
 class SqliteTx:
-    """Named queries inside one BEGIN IMMEDIATE transaction; each is handed `:now`."""
+    """Named queries inside one BEGIN IMMEDIATE transaction; each is handed `:now`.
+
+    What the transaction made known is collected here and told to this process's workers and
+    waiters once it has committed: kinds that became claimable, cancels, jobs that ended.
+    """
 
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn
         self.now = now
+        self.claimable: list[str] = []
+        self.cancelled: list[tuple[str, int]] = []
+        self.ended: list[str] = []
 
     def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
         return self.conn.execute(Q[name], {"now": self.now, **(params or {})}).fetchall()
@@ -33,6 +40,14 @@ class SqliteTx:
             Q[name], {"now": self.now, **(params or {})}
         ).fetchone()
         return row
+
+    def job_ended(self, job_id: str, parent_id: str | None) -> None:
+        """The job ended in this transaction: its waiters are told after the commit, and a
+        parent that waits for it is woken now (writers take turns: no suspend slips between)."""
+        self.ended.append(job_id)
+        if parent_id is not None:
+            rows = self.rows("exchange__wake_parent", {"parent_id": parent_id, "child_id": job_id})
+            self.claimable += [row["kind"] for row in rows]
 
     def event(
         self,
@@ -54,11 +69,3 @@ class SqliteTx:
                 "detail": detail_json,
             },
         )
-
-
-def wake_parent(tx: SqliteTx, child_id: str, parent_id: str | None) -> list[str]:
-    """Wake the parent of a child that ended, if it waits for it; the parent's kind."""
-    if parent_id is None:
-        return []
-    rows = tx.rows("exchange__wake_parent", {"parent_id": parent_id, "child_id": child_id})
-    return [row["kind"] for row in rows]

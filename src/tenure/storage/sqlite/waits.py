@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 
-from tenure.storage.sqlite.tx import SqliteTx, wake_parent
+from tenure.storage.sqlite.tx import SqliteTx
 from tenure.storage.waits import SignalOutcome
 from tenure.types import JobState
 
 
-def cancel_tree(tx: SqliteTx, job_id: str) -> tuple[list[tuple[str, int]], list[str]]:
-    """Cancel the job and its unfinished descendants, each token bumped, with their events.
-    Returns (job id, new token) of each job cancelled (the job first, if it was cancelled) and
-    the kinds of parents woken (a cancelled child wakes a parent that waits for it)."""
-    told: list[tuple[str, int]] = []
-    woken: list[str] = []
+def cancel_tree(tx: SqliteTx, job_id: str) -> bool:
+    """Cancel the job and its unfinished descendants, each token bumped, with their events;
+    True when the job itself was cancelled. A cancelled child wakes a parent waiting for it."""
     pending: list[tuple[str, str | None]] = [(job_id, None)]
     while pending:
         current, parent = pending.pop()
@@ -28,12 +25,11 @@ def cancel_tree(tx: SqliteTx, job_id: str) -> tuple[list[tuple[str, int]], list[
             detail["by_parent"] = parent
         token = int(row["fencing_token"])
         tx.event(current, "job_cancelled", token, row["owner_id"], detail)
-        told.append((current, token))
-        if parent is None:
-            woken += wake_parent(tx, current, row["parent_id"])
+        tx.cancelled.append((current, token))
+        tx.job_ended(current, row["parent_id"] if parent is None else None)
         children = tx.rows("cancel__children", {"job_id": current})
         pending += [(child["id"], current) for child in children]
-    return told, woken
+    return bool(tx.cancelled) and tx.cancelled[0][0] == job_id
 
 
 def store_signal(
@@ -43,9 +39,8 @@ def store_signal(
     payload_json: str,
     payload_sha256: str,
     detail_json: str,
-) -> tuple[SignalOutcome, list[str]]:
-    """Store the signal once per job and name, wake the job if it waits for it; what it did
-    and the kinds woken."""
+) -> SignalOutcome:
+    """Store the signal once per job and name, wake the job if it waits for it."""
     params = {
         "job_id": job_id,
         "name": name,
@@ -54,18 +49,19 @@ def store_signal(
     }
     job = tx.one("signal", params)
     if job is None:
-        return SignalOutcome.NO_JOB, []
+        return SignalOutcome.NO_JOB
     existing = tx.one("signal__existing", params)
     if JobState(job["state"]).terminal:  # a repeat of a stored signal is still answered
         same = existing is not None and existing["existing"] == payload_sha256
-        return (SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB), []
+        return SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB
     if existing is not None:
         same = existing["existing"] == payload_sha256
-        return (SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT), []
+        return SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT
     tx.rows("signal__insert", params)
     woke = bool(job["waits_for_it"])
     if woke:
         tx.rows("signal__wake", params)
+        tx.claimable.append(job["kind"])
     detail = {**json.loads(detail_json), "woke": woke}
     tx.event(job_id, "signal_received", int(job["fencing_token"]), None, detail)
-    return SignalOutcome.STORED, [job["kind"]] if woke else []
+    return SignalOutcome.STORED

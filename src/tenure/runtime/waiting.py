@@ -1,0 +1,61 @@
+"""What a handler's spawns and waits are called, and what a recorded wait returns: shared by
+the worker's `JobContext` and `tenure replay`'s context, so that a replay finds every stage
+under the name the run recorded it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tenure.errors import ChildFailed, WaitTimeout
+from tenure.storage.waits import FAILED
+from tenure.types import JSON
+
+
+class StageNames:
+    """Stage names of spawns and waits, numbered per family in handler order (the same on
+    every attempt and in a replay, as long as the handler keeps its order)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _next(self, family: str) -> int:
+        with self._lock:
+            self._counts[family] = self._counts.get(family, 0) + 1
+            return self._counts[family]
+
+    def spawn(self, kind: str, name: str | None) -> tuple[str, str]:
+        """(the child's name, its stage's name): `kind#n` unless named."""
+        child = name or f"{kind}#{self._next('spawn:' + kind)}"
+        return child, f"spawn:{child}"
+
+    @staticmethod
+    def signal(name: str) -> str:
+        return f"signal:{name}"
+
+    def wait_job(self) -> str:
+        return f"wait_job#{self._next('wait_job')}"
+
+    def sleep(self) -> str:
+        return f"sleep#{self._next('sleep')}"
+
+
+def signal_value(outcome: dict[str, Any], name: str, timeout: float | None) -> JSON:
+    """What `wait_for` returns for a settled wait: the payload, or `WaitTimeout`."""
+    if "timeout" in outcome:
+        raise WaitTimeout(f"signal {name!r} did not arrive within {timeout or 0:g}s")
+    return outcome["signal"]
+
+
+def children_value(outcome: dict[str, Any], single: bool, timeout: float | None) -> JSON:
+    """What `wait_job` returns for a settled wait: the result (or the list of results), or
+    `ChildFailed` for a child that failed or was cancelled, or `WaitTimeout`."""
+    if "timeout" in outcome:
+        raise WaitTimeout(f"child job(s) did not end within {timeout or 0:g}s")
+    children = outcome["jobs"]
+    for child in children:
+        if child["state"] in FAILED:
+            raise ChildFailed(child["id"], child["state"], child["error"])
+    results = [child["result"] for child in children]
+    return results[0] if single else results
