@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,13 @@ def connect(db_url: str) -> Iterator[Callable[..., tenure.Ledger]]:
 @pytest.fixture
 def ledger(connect: Callable[..., tenure.Ledger]) -> tenure.Ledger:
     return connect()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Any]:
+    """`tenure worker tests.support.apps:app` processes, stopped at the end of the test."""
+    from tests.test_worker_faults import Workers
+
+    group = Workers(tmp_path)
+    yield group
+    group.stop_all()

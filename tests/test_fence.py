@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 
 import tenure
-from tenure.fence import FenceGuard, FenceMiddleware, Recorded, headers
+from tenure.fence import FenceGuard, FenceMiddleware, Recorded, headers, ledger_tokens
 from tests.support.waiting import poll
 
 
@@ -60,6 +60,29 @@ def test_a_replay_with_a_higher_fence_raises_the_bar(guard: FenceGuard) -> None:
     assert guard.apply("job-1", 2, "charge", lambda: "again") == "charged"
     with pytest.raises(tenure.StaleFence):
         guard.apply("job-1", 1, "receipt", lambda: "late")
+
+
+def test_a_receiver_that_reads_the_ledger_refuses_a_cancelled_owner(
+    ledger: tenure.Ledger, tmp_path: Any
+) -> None:
+    """With `current_token=ledger_tokens(ledger)` a cancel's token bump is the bar at once: the
+    old owner's new command is refused though no newer owner ever reached the receiver. A
+    receiver without it accepts that command: it has seen no higher fence."""
+    job_id = ledger.submit("charge", {})
+    lease = ledger.claim("w1", kinds=["charge"], lease_seconds=30)
+    assert lease is not None
+    reading = FenceGuard(f"sqlite:///{tmp_path / 'a.db'}", current_token=ledger_tokens(ledger))
+    blind = FenceGuard(f"sqlite:///{tmp_path / 'b.db'}")
+    with reading, blind:
+        ran: list[str] = []
+        for guard in (reading, blind):
+            guard.apply(job_id, lease.token, f"{job_id}:first", lambda: ran.append("first"))
+        ledger.cancel(job_id)
+        with pytest.raises(tenure.StaleFence, match="below the highest accepted"):
+            reading.apply(job_id, lease.token, f"{job_id}:late", lambda: ran.append("late"))
+        blind.apply(job_id, lease.token, f"{job_id}:late", lambda: ran.append("blind late"))
+        assert ran == ["first", "first", "blind late"]
+        assert reading.apply("not-a-job", 1, "other:1", lambda: "ok") == "ok"
 
 
 def test_concurrent_calls_with_one_key_run_fn_once(db_url: str) -> None:

@@ -21,6 +21,7 @@ FORBIDDEN = {
     "fence": {"tenure.runtime", "tenure.ledger", "tenure.app", "tenure.service"},
     "runtime": {"tenure.service", "tenure.cli"},
     "service": {"tenure.runtime", "tenure.cli"},
+    "mcp": {"tenure.runtime", "tenure.service", "tenure.cli"},
 }
 
 

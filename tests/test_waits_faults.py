@@ -26,13 +26,6 @@ POINTS = ["before_spawn", "between", "child_running", "after_children"]
 
 
 @pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Workers]:
-    group = Workers(tmp_path)
-    yield group
-    group.stop_all()
-
-
-@pytest.fixture
 def bank(tmp_path: Path) -> Iterator[BankServer]:
     """A fenced receiver on loopback, in the test's process (it outlives every worker)."""
     guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}")

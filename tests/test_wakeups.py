@@ -171,12 +171,11 @@ def test_a_signal_and_a_child_s_end_wake_an_idle_worker(db_url: str, backend: st
 @pytest.fixture
 def slow_waiter_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """A waiter's fallback poll (ledger.wait, the long-poll) comes only every 15-30 s."""
-    from tenure.ledger import reading
-    from tenure.service import api
+    from tenure.ledger import awaiting, reading
 
-    for module in (reading, api):
-        monkeypatch.setattr(module, "_FIRST_WAIT_POLL", SLOW_POLL)
-        monkeypatch.setattr(module, "_LAST_WAIT_POLL", SLOW_POLL)
+    for module in (reading, awaiting):
+        monkeypatch.setattr(module, "FIRST_POLL", SLOW_POLL)
+        monkeypatch.setattr(module, "LAST_POLL", SLOW_POLL)
 
 
 @pytest.mark.usefixtures("slow_waiter_polls")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,13 +70,6 @@ class Workers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Workers]:
-    group = Workers(tmp_path)
-    yield group
-    group.stop_all()
 
 
 def marker(folder: Path, name: str) -> list[str]:

@@ -45,6 +45,9 @@ class JobClass:
     resume_checks: tuple[ResumeCheck, ...] = ()
     concurrency_limit: int | None = None
     spawns: tuple[str, ...] = ()
+    tool: bool = False
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
 
     @property
     def is_async(self) -> bool:
@@ -104,9 +107,24 @@ def validate(job_class: JobClass) -> JobClass:
         )
     if not all(isinstance(kind, str) and kind for kind in c.spawns):
         raise InvalidJobClass(f"job class {c.kind!r}: spawns must list job kinds (strings)")
+    _check_tool(c)
     if not all(callable(check) for check in c.resume_checks):
         raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
+
+
+def _check_tool(c: JobClass) -> None:
+    """A tool needs words for the model and an object schema for its arguments."""
+    if not c.tool:
+        return
+    if not isinstance(c.description, str) or not c.description.strip():
+        raise InvalidJobClass(f"job class {c.kind!r}: a tool needs a description for the model")
+    schema = c.input_schema
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: a tool needs input_schema, a JSON Schema of "
+            '{"type": "object", ...} (its arguments are the job\'s payload)'
+        )
 
 
 class App:
@@ -145,6 +163,9 @@ class App:
         resume_checks: list[ResumeCheck] | tuple[ResumeCheck, ...] = (),
         concurrency_limit: int | None = None,
         spawns: list[str] | tuple[str, ...] = (),
+        tool: bool = False,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -154,6 +175,8 @@ class App:
         `concurrency_limit`: at most that many jobs of this kind run at once, across workers.
         `spawns`: the kinds a handler may submit as child jobs (`ctx.spawn`); any other kind
         fails the job. The model plans; this list decides.
+        `tool=True` makes the kind an MCP tool of `tenure mcp`, described by `description`, its
+        arguments (the payload) checked against `input_schema` before a job is made.
         """
 
         def register(handler: H) -> H:
@@ -176,6 +199,9 @@ class App:
                     resume_checks=tuple(resume_checks),
                     concurrency_limit=concurrency_limit,
                     spawns=tuple(spawns) if not isinstance(spawns, str) else (spawns,),
+                    tool=tool,
+                    description=description,
+                    input_schema=input_schema,
                 )
             )
             return handler

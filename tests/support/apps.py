@@ -124,10 +124,11 @@ KILL_AT = os.environ.get("TENURE_TEST_KILL_AT", "")
 
 
 def kill_point(point: str) -> None:
-    """At the point the test named, say so and block: the test kills this process here."""
+    """At the point the test named, say so and block: the test kills this process here, or
+    lets it go on by creating `release-POINT`."""
     if point == KILL_AT:
         mark(f"at-{point}-{os.getpid()}")
-        wait_for("never", timeout=600)
+        wait_for(f"release-{point}", timeout=600)
 
 
 @app.job("wait_child", **FAST)
@@ -160,3 +161,45 @@ def approval(ctx: tenure.JobContext, payload: Any) -> Any:
     ctx.step("before", lambda: mark("before-wait", NAME))
     answer = ctx.wait_for("approval", timeout=300)
     return {"answer": answer, "resumed_by": NAME}
+
+
+# -- the MCP server (tests/test_mcp.py) ------------------------------------------------------
+AMOUNT = {
+    "type": "object",
+    "properties": {"amount": {"type": "integer", "minimum": 1}},
+    "required": ["amount"],
+    "additionalProperties": False,
+}
+
+
+@app.job("pay", tool=True, description="Pay an amount, once.", input_schema=AMOUNT, **FAST)
+def pay(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A fenced charge at the test's bank; the test may kill -9 us inside the effect, after the
+    bank applied it, or hold the effect until it cancelled the job."""
+    ctx.step("quote", lambda: payload["amount"])
+
+    def charge(fx: tenure.Effect) -> Any:
+        kill_point("before_send")
+        receipt = post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+        kill_point("in_effect")
+        return receipt
+
+    receipt = ctx.effect("charge", charge)
+    return {"paid": receipt["amount_cents"], "by": NAME}
+
+
+@app.job(
+    "pay_approved",
+    tool=True,
+    description="Ask for approval, then pay.",
+    input_schema=AMOUNT,
+    **FAST,
+)
+def pay_approved(ctx: tenure.JobContext, payload: Any) -> Any:
+    answer = ctx.wait_for("approval", timeout=300)
+    if answer != {"ok": True}:
+        return {"paid": 0, "answer": answer}
+    receipt = ctx.effect(
+        "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+    )
+    return {"paid": receipt["amount_cents"], "by": NAME}

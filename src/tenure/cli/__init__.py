@@ -28,7 +28,14 @@ from tenure.cli.commands import (
     cmd_tenant_revoke,
 )
 from tenure.cli.common import DEFAULT_DB, EXIT_FAILURE, EXIT_USAGE, UsageError, _url
-from tenure.cli.processes import cmd_admin_key, cmd_chaos, cmd_demo, cmd_serve, cmd_worker
+from tenure.cli.processes import (
+    cmd_admin_key,
+    cmd_chaos,
+    cmd_demo,
+    cmd_mcp,
+    cmd_serve,
+    cmd_worker,
+)
 from tenure.errors import InvalidArgument, TenureError
 from tenure.ledger import Ledger, connect
 from tenure.types import JobState
@@ -202,6 +209,29 @@ def _add_process_commands(sub: Any) -> None:
     p.add_argument("--metrics-need-key", action="store_true", help="/metrics asks for admin key")
     p.add_argument(
         "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p = sub.add_parser(
+        "mcp",
+        help="serve an app's tool job classes to MCP clients (stdio or streamable HTTP)",
+        description="Each job class marked @app.job(..., tool=True) is an MCP tool: a call "
+        "submits a job, which `tenure worker` processes run, and answers with its result. "
+        "Clients that declare the tasks extension get the job as a durable task. Needs the "
+        "extra: pip install 'tenure[mcp]'.",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_mcp)
+    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
+    p.add_argument("--host", default="127.0.0.1", help="streamable HTTP: address to bind")
+    p.add_argument("--port", type=int, default=8090, help="streamable HTTP: port (default 8090)")
+    p.add_argument(
+        "--tenant", default="default", help="stdio: the tenant whose jobs the calls make"
+    )
+    p.add_argument(
+        "--admin-key-sha256",
+        metavar="HEX",
+        help="streamable HTTP: digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p = sub.add_parser(

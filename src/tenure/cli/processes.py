@@ -61,6 +61,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from tenure.mcp import run_mcp
+    except ImportError as exc:
+        raise UsageError(
+            f"tenure mcp needs the mcp extra ({exc.name} is missing): pip install 'tenure[mcp]'"
+        ) from exc
+    from tenure.service.settings import ServiceSettings
+
+    app = load_app(args.target)
+    configure_json_logging(getattr(logging, args.log_level.upper()))
+    with app.connect(args.db) as ledger:
+        run_mcp(
+            app,
+            ledger,
+            transport=args.transport,
+            tenant=args.tenant,
+            host=args.host,
+            port=args.port,
+            admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
+            log_level=args.log_level,
+        )
+    return EXIT_OK
+
+
 def cmd_admin_key(args: argparse.Namespace) -> int:
     issued = keys.new_admin_key()
     if args.json:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from tenure.errors import StaleFence
-from tenure.fence.guard import FenceGuard, Recorded
+from tenure.fence.guard import FenceGuard, Recorded, ledger_tokens
 from tenure.fence.middleware import FenceMiddleware
 from tenure.types import Effect
 
-__all__ = ["FenceGuard", "FenceMiddleware", "Recorded", "StaleFence", "headers"]
+__all__ = ["FenceGuard", "FenceMiddleware", "Recorded", "StaleFence", "headers", "ledger_tokens"]
 
 
 def headers(fx: Effect, scope: str | None = None) -> dict[str, str]:

@@ -8,11 +8,11 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from tenure.errors import InvalidArgument, StaleFence
+from tenure.errors import InvalidArgument, JobNotFound, StaleFence
 from tenure.storage import Store, open_store
-from tenure.types import JSON
+from tenure.types import JSON, Job
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
 
 # A key left running by a receiver that died is taken over after this long.
@@ -55,6 +55,10 @@ class FenceGuard:
     same command is replayed, not re-run); a new key whose `fence` is below the highest accepted
     for `scope` raises `StaleFence`. Check and record are one transaction; a concurrent call with
     a key in progress waits for the first and gets its result. If `fn` raises, nothing is stored.
+
+    `current_token(scope)`, for a receiver that can read the ledger (`ledger_tokens(ledger)`),
+    is the job's token now: a new command below it is refused too, so a cancel (or a takeover)
+    bars the old owner's late effects before any newer owner has reached this receiver.
     """
 
     def __init__(
@@ -64,7 +68,9 @@ class FenceGuard:
         timeout: float = 5.0,
         stale_after: float = DEFAULT_STALE_AFTER,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        current_token: Callable[[str], int] | None = None,
     ) -> None:
+        self.current_token = current_token
         self.store: Store = open_store(url, timeout=timeout)
         self.stale_after = stale_after
         self.max_result_bytes = max_result_bytes
@@ -147,8 +153,9 @@ class FenceGuard:
 
     def _decide(self, scope: str, fence: int, key: str) -> Decision:
         """One transaction: read the scope's highest fence and the key, decide, record."""
+        known = 0 if self.current_token is None else self.current_token(scope)
         with self.store.fence_transaction() as tx:
-            highest = tx.highest(scope)
+            highest = max(tx.highest(scope), known)
             record = tx.get(key)
             if record is not None and record.status == "done":
                 tx.raise_highest(scope, fence)
@@ -156,6 +163,7 @@ class FenceGuard:
             if record is not None and record.age_seconds < self.stale_after:
                 return Decision("wait")
             if fence < highest:
+                tx.raise_highest(scope, highest)
                 return Decision("stale", highest=highest)
             tx.begin(key, scope, fence)
             tx.raise_highest(scope, fence)
@@ -178,3 +186,24 @@ class FenceGuard:
             raise
         self.store.fence_finish(key, fence, encoded.text)
         return json.loads(encoded.text)
+
+
+class JobReader(Protocol):
+    """What `ledger_tokens` needs of a `tenure.Ledger`: reading a job by id."""
+
+    def get(self, job_id: str) -> Job: ...
+
+
+def ledger_tokens(ledger: JobReader) -> Callable[[str], int]:
+    """`current_token` for a receiver that can read tenure's database: the scope is the job id
+    (what `tenure.fence.headers` sends), its token read from the ledger; a scope that is no
+    job's (another sender's) has no token there (0)."""
+
+    def current(scope: str) -> int:
+        try:
+            token: int = ledger.get(scope).fencing_token
+        except JobNotFound:
+            return 0
+        return token
+
+    return current

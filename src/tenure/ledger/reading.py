@@ -10,6 +10,7 @@ import time
 from typing import TypeVar
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
+from tenure.ledger.awaiting import FIRST_POLL, LAST_POLL
 from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
 from tenure.storage.base import EventTotals, QueueFigure
@@ -20,9 +21,6 @@ log = logging.getLogger("tenure")
 T = TypeVar("T")
 
 MAX_LIST_LIMIT = 1000
-# Without a wake-up (a notification lost, another process on SQLite) a waiter polls: from this
-# pause, doubling, up to the last.
-_FIRST_WAIT_POLL, _LAST_WAIT_POLL = 0.02, 0.25
 
 
 class Reading(LedgerCore):
@@ -112,7 +110,7 @@ class Reading(LedgerCore):
         woke = threading.Event()
         unwatch = self.ended.watch(job_id, woke.set)
         try:
-            pause = _FIRST_WAIT_POLL
+            pause = FIRST_POLL
             while True:
                 job = self.get(job_id)
                 remaining = deadline - time.monotonic()
@@ -120,7 +118,7 @@ class Reading(LedgerCore):
                     return job
                 woke.wait(min(pause, remaining))
                 woke.clear()
-                pause = min(pause * 2, _LAST_WAIT_POLL)
+                pause = min(pause * 2, LAST_POLL)
         finally:
             unwatch()
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from typing import Annotated, Any
 
@@ -12,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from tenure.errors import JobNotFound
 from tenure.ledger import MAX_LIST_LIMIT, Ledger
+from tenure.ledger.awaiting import await_end
 from tenure.service.auth import Caller, Principal, ledger_of, settings_of
 from tenure.service.errors import ApiError, documented
 from tenure.service.models import (
@@ -30,9 +29,6 @@ from tenure.validation import MAX_NAME_LENGTH
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 _AUTH = (401, 422, 503)
-# The long-poll is woken when the job ends; it also reads the job from this pause, doubling, up
-# to the last (a notification lost, another process on SQLite).
-_FIRST_WAIT_POLL, _LAST_WAIT_POLL = 0.02, 0.25
 
 
 def _visible(ledger: Ledger, caller: Principal, job_id: str) -> Job:
@@ -121,26 +117,19 @@ async def get_job(
     job = await run_in_threadpool(_visible, ledger, caller, job_id)
     if job.terminal or wait <= 0:
         return JobOut.model_validate(job)
-    loop = asyncio.get_running_loop()
-    woke = asyncio.Event()
 
-    def ended() -> None:
-        loop.call_soon_threadsafe(woke.set)
+    async def read() -> Job:
+        return await run_in_threadpool(_visible, ledger, caller, job_id)
 
-    unwatch = ledger.ended.watch(job.id, ended)
-    pause = _FIRST_WAIT_POLL
-    try:
-        while True:
-            job = await run_in_threadpool(_visible, ledger, caller, job_id)
-            remaining = deadline - time.monotonic()
-            if job.terminal or remaining <= 0 or await request.is_disconnected():
-                return JobOut.model_validate(job)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woke.wait(), min(pause, remaining))
-            woke.clear()
-            pause = min(pause * 2, _LAST_WAIT_POLL)
-    finally:
-        unwatch()
+    return JobOut.model_validate(
+        await await_end(
+            ledger.ended,
+            job.id,
+            read,
+            deadline - time.monotonic(),
+            stop=request.is_disconnected,
+        )
+    )
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventList, responses=documented(*_AUTH, 404))

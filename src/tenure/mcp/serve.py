@@ -1,0 +1,89 @@
+"""`tenure mcp`: the server over stdio, or over streamable HTTP at /mcp where a bearer key maps
+to a tenant exactly as in `tenure serve` (a tenant key, or the admin key by its digest)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+import anyio
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
+from pydantic import AnyHttpUrl
+
+from tenure import keys
+from tenure.app import App
+from tenure.errors import TenureError
+from tenure.ledger import Ledger
+from tenure.logs import emit
+from tenure.mcp.server import ADMIN, TenureMcp
+
+log = logging.getLogger("tenure")
+Transport = Literal["stdio", "streamable-http"]
+
+
+class TenantKeys:
+    """The SDK's token verifier over tenure's API keys: the token's client id is the tenant."""
+
+    def __init__(self, ledger: Ledger, admin_key_sha256: str | None) -> None:
+        self.ledger, self.admin_key_sha256 = ledger, admin_key_sha256
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if self.admin_key_sha256 is not None and keys.matches(token, self.admin_key_sha256):
+            return AccessToken(token=token, client_id=ADMIN, scopes=[])
+        tenant = await anyio.to_thread.run_sync(self.ledger.authenticate, token)
+        return None if tenant is None else AccessToken(token=token, client_id=tenant, scopes=[])
+
+
+def http_app(
+    app: App,
+    ledger: Ledger,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8090,
+    admin_key_sha256: str | None = None,
+) -> Any:
+    """The Starlette app of streamable HTTP at /mcp. Stateless: every request stands alone, so
+    a restart or another replica loses nothing (a task is its job)."""
+    server = TenureMcp(app, ledger, tenant=None).server
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        host=host,
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(f"http://{host}:{port}"),
+            resource_server_url=None,
+            validate_token_resource=False,
+        ),
+        token_verifier=TenantKeys(ledger, admin_key_sha256),
+    )
+
+
+def run_mcp(
+    app: App,
+    ledger: Ledger,
+    *,
+    transport: Transport,
+    tenant: str = "default",
+    host: str = "127.0.0.1",
+    port: int = 8090,
+    admin_key_sha256: str | None = None,
+    log_level: str = "info",
+) -> None:
+    """Serve until stdin closes (stdio) or SIGINT/SIGTERM (HTTP)."""
+    if transport == "stdio":
+        if tenant not in {t.name for t in ledger.tenants()} | {"default"}:
+            raise TenureError(f"there is no tenant {tenant!r}: see `tenure tenant list`")
+        anyio.run(_stdio, TenureMcp(app, ledger, tenant=tenant))
+        return
+    import uvicorn
+
+    asgi = http_app(app, ledger, host=host, port=port, admin_key_sha256=admin_key_sha256)
+    emit(log, logging.INFO, "mcp_listening", url=f"http://{host}:{port}/mcp")
+    uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False)
+
+
+async def _stdio(mcp: TenureMcp) -> None:
+    async with stdio_server() as (read, write):
+        await mcp.server.run(read, write, mcp.server.create_initialization_options())

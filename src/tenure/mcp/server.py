@@ -1,0 +1,267 @@
+"""The MCP server of an app's tools: `tools/call` submits a job (keyed by the client's
+`_meta["io.tenure/idempotency-key"]`) and answers with its result, with progress as stages
+finish; a client that declares the tasks extension gets the job as a task at once. Handlers run
+in `tenure worker` processes; this server only submits, reads, signals and cancels."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    RequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from tenure import __version__
+from tenure.app import App
+from tenure.errors import (
+    IdempotencyConflict,
+    JobNotFound,
+    SignalConflict,
+    TenureError,
+    TerminalJob,
+)
+from tenure.ledger import Ledger
+from tenure.ledger.awaiting import await_end
+from tenure.ledger.waits import describe_wait
+from tenure.mcp.tasks import TASKS, awaited_signal, signal_payload, task_of
+from tenure.mcp.tools import (
+    OWN_TOOLS,
+    error_result,
+    job_result,
+    job_summary,
+    job_tools,
+    own_argument_errors,
+    text_result,
+)
+from tenure.types import Job, JobState, StageStatus
+from tenure.validation import MAX_NAME_LENGTH
+
+KEY_META = "io.tenure/idempotency-key"
+ADMIN = "*admin*"  # the access token's client id for the admin key: every tenant
+T = TypeVar("T")
+Context = ServerRequestContext[Any, Any]
+
+INSTRUCTIONS = (
+    "Each tool runs as a durable tenure job: it survives worker crashes and is fenced so that "
+    "a stale worker cannot repeat its effects. Give _meta['io.tenure/idempotency-key'] to make "
+    "a retried call find the same job. tenure_status, tenure_result, tenure_signal and "
+    "tenure_cancel act on a job by the id a call reports."
+)
+
+
+class TaskParams(RequestParams):
+    task_id: str
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whose jobs a request may see: `tenant` None is the admin key (every tenant)."""
+
+    tenant: str | None
+
+    @property
+    def submits_as(self) -> str:
+        return self.tenant or "default"
+
+    def sees(self, job: Job) -> bool:
+        return self.tenant is None or job.tenant == self.tenant
+
+
+class TenureMcp:
+    """The low-level `mcp` server over one ledger. `tenant` is the caller over stdio; None
+    (streamable HTTP) lets each request's bearer key decide."""
+
+    def __init__(self, app: App, ledger: Ledger, *, tenant: str | None = "default") -> None:
+        self.ledger = ledger
+        self.tenant = tenant
+        self.tools = job_tools(app)
+        self.server: Server[Any] = Server(
+            "tenure",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.server.add_request_handler("tasks/get", TaskParams, self._tasks_get)
+        self.server.add_request_handler("tasks/update", UpdateParams, self._tasks_update)
+        self.server.add_request_handler("tasks/cancel", TaskParams, self._tasks_cancel)
+        self.server.extensions[TASKS] = {}
+
+    async def _list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> Any:
+        listed = [tool.listing() for tool in self.tools.values()]
+        return ListToolsResult(tools=[*listed, *OWN_TOOLS.values()])
+
+    async def _call_tool(self, ctx: Context, params: CallToolRequestParams) -> Any:
+        caller = _caller(ctx, self.tenant)
+        arguments = params.arguments or {}
+        if params.name in OWN_TOOLS:
+            return await self._own_tool(ctx, caller, params.name, arguments)
+        tool = self.tools.get(params.name)
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}")
+        errors = tool.argument_errors(arguments)
+        if errors:
+            return error_result("invalid arguments, no job was made: " + "; ".join(errors))
+        key = (params.meta or {}).get(KEY_META)
+        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_NAME_LENGTH):
+            return error_result(f"_meta[{KEY_META!r}] must be a string of 1-{MAX_NAME_LENGTH}")
+        try:
+            job_id, _ = await _run(
+                self.ledger.submit_or_find,
+                tool.kind,
+                arguments,
+                idempotency_key=key,
+                tenant=caller.submits_as,
+                max_attempts=tool.max_attempts,
+            )
+        except IdempotencyConflict as exc:
+            return error_result(str(exc))
+        job = await _run(self.ledger.get, job_id)
+        if _declares_tasks(ctx):
+            # The job is committed: a tasks/get for this id resolves from here on.
+            return task_of(job, result_type="task")
+        await ctx.session.report_progress(0, None, f"job {job_id} {job.state.value}")
+        return job_result(await self._await(ctx, job_id))
+
+    async def _await(self, ctx: Context, job_id: str, timeout: float | None = None) -> Job:
+        progress = Progress(ctx.session, self.ledger, job_id)
+
+        async def read() -> Job:
+            return await _run(self.ledger.get, job_id)
+
+        return await await_end(self.ledger.ended, job_id, read, timeout, seen=progress.seen)
+
+    async def _own_tool(
+        self, ctx: Context, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        errors = own_argument_errors(name, arguments)
+        if errors:
+            return error_result("invalid arguments: " + "; ".join(errors))
+        try:
+            job = await self._visible(caller, arguments["id"])
+            if name == "tenure_status":
+                return text_result(job_summary(job), job_id=job.id)
+            if name == "tenure_result":
+                wait = float(arguments.get("wait_seconds", 0))
+                job = await self._await(ctx, job.id, wait) if wait > 0 else job
+                return job_result(job) if job.terminal else text_result(job_summary(job))
+            if name == "tenure_signal":
+                stored = await _run(
+                    self.ledger.signal, job.id, arguments["name"], arguments.get("payload")
+                )
+                state = (await _run(self.ledger.get, job.id)).state.value
+                return text_result({"id": job.id, "stored": stored, "state": state})
+            await _run(self.ledger.cancel, job.id)
+            return text_result({"id": job.id, "cancelled": True}, job_id=job.id)
+        except TenureError as exc:
+            return error_result(str(exc))
+
+    async def _visible(self, caller: Caller, job_id: Any) -> Job:
+        """The job if the caller may see it; another tenant's job is as unknown as none."""
+        job = await _run(self.ledger.get, job_id)
+        if not caller.sees(job):
+            raise JobNotFound(f"no job has the id {job_id}")
+        return job
+
+    async def _task(self, ctx: Context, task_id: str) -> Job:
+        if not _declares_tasks(ctx):
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability",
+                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+            )
+        try:
+            return await self._visible(_caller(ctx, self.tenant), task_id)
+        except JobNotFound:
+            raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found") from None
+
+    async def _tasks_get(self, ctx: Context, params: TaskParams) -> Any:
+        return task_of(await self._task(ctx, params.task_id))
+
+    async def _tasks_update(self, ctx: Context, params: UpdateParams) -> Any:
+        job = await self._task(ctx, params.task_id)
+        awaited = awaited_signal(job)
+        # Keys that are not outstanding (answered, never asked) are ignored, as the SEP says.
+        if awaited is not None and awaited in params.input_responses:
+            payload = signal_payload(params.input_responses[awaited])
+            # Answered already, differently: the first answer stands.
+            with contextlib.suppress(SignalConflict):
+                await _run(self.ledger.signal, job.id, awaited, payload)
+        return {}
+
+    async def _tasks_cancel(self, ctx: Context, params: TaskParams) -> Any:
+        job = await self._task(ctx, params.task_id)
+        if not job.terminal:
+            # It may end meanwhile: cancellation is cooperative, the ack stands.
+            with contextlib.suppress(TerminalJob):
+                await _run(self.ledger.cancel, job.id)
+        return {}
+
+
+class Progress:
+    """`notifications/progress` for one call: a count of finished stages, with words."""
+
+    def __init__(self, session: ServerSession, ledger: Ledger, job_id: str) -> None:
+        self.session, self.ledger, self.job_id = session, ledger, job_id
+        self.done: set[int] = set()
+        self.waiting: str | None = None
+
+    async def seen(self, job: Job) -> None:
+        if job.state is JobState.QUEUED:
+            return
+        for stage in await _run(self.ledger.stages, self.job_id):
+            if stage.status is StageStatus.DONE and stage.position not in self.done:
+                self.done.add(stage.position)
+                text = f"{stage.kind.value} {stage.name} done"
+                await self.session.report_progress(len(self.done), None, text)
+        waiting = describe_wait(job.wait) if job.state is JobState.WAITING else None
+        if waiting and waiting != self.waiting:
+            hint = " (send it with tenure_signal)" if awaited_signal(job) else ""
+            await self.session.report_progress(len(self.done), None, f"waiting for {waiting}{hint}")
+        self.waiting = waiting
+
+
+def _declares_tasks(ctx: Context) -> bool:
+    """The tasks extension applies where the request declares it, on the 2026 protocol."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities and capabilities.extensions and TASKS in capabilities.extensions)
+
+
+def _caller(ctx: Context, stdio_tenant: str | None) -> Caller:
+    """Over stdio the tenant the server was started for; over HTTP the bearer key's tenant
+    (the transport refused requests without a live key)."""
+    if stdio_tenant is not None:
+        return Caller(tenant=stdio_tenant)
+    request = ctx.request
+    user = getattr(request, "scope", {}).get("user") if request is not None else None
+    token = getattr(user, "access_token", None)
+    if token is None:
+        raise MCPError(INVALID_PARAMS, "no API key came with this request")
+    return Caller(tenant=None if token.client_id == ADMIN else token.client_id)
+
+
+async def _run(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """A ledger call on a worker thread (the ledger is blocking and thread-safe)."""
+    return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))

@@ -1,0 +1,94 @@
+"""SEP-2663 (`io.modelcontextprotocol/tasks`) over tenure jobs: the task id is the job id and
+the task's state is read from the job, so a task lives as long as its job, across restarts of
+`tenure mcp` and on any replica. A job waiting for a signal is `input_required`, with one input
+request per awaited signal; `tasks/update` answers it by sending the signal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tenure.ledger.waits import describe_wait
+from tenure.mcp.tools import job_result
+from tenure.types import JSON, Job, JobState
+
+TASKS = "io.modelcontextprotocol/tasks"
+POLL_INTERVAL_MS = 500
+
+_STATUS = {
+    JobState.QUEUED: "working",
+    JobState.RUNNING: "working",
+    JobState.WAITING: "working",
+    JobState.SUCCEEDED: "completed",
+    # The SEP keeps `failed` for JSON-RPC errors; a job that failed is a tool error, reported
+    # as the tool call would report it: `completed` with an `isError` result.
+    JobState.FAILED: "completed",
+    JobState.CANCELLED: "cancelled",
+}
+
+
+def awaited_signal(job: Job) -> str | None:
+    """The signal a waiting job waits for, if that is what it waits for."""
+    wait = job.wait or {}
+    if job.state is JobState.WAITING and wait.get("for") == "signal":
+        name = wait.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _time(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def task_of(job: Job, result_type: str = "complete") -> dict[str, Any]:
+    """The task a job is now, as `tasks/get` (result_type "complete") or a `tools/call` that
+    made a task (result_type "task") answers it."""
+    signal = awaited_signal(job)
+    status = "input_required" if signal is not None else _STATUS[job.state]
+    task: dict[str, Any] = {
+        "resultType": result_type,
+        "taskId": job.id,
+        "status": status,
+        "statusMessage": _message(job),
+        "createdAt": _time(job.created_at),
+        "lastUpdatedAt": _time(job.updated_at),
+        # Kept until `tenure purge` removes the ended job: no TTL of the task's own.
+        "ttlMs": None,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    if signal is not None:
+        task["inputRequests"] = {signal: _signal_request(job, signal)}
+    if status == "completed":
+        task["result"] = job_result(job).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return task
+
+
+def _message(job: Job) -> str:
+    if job.state is JobState.WAITING:
+        return f"waiting for {describe_wait(job.wait)}"
+    if job.state is JobState.RUNNING:
+        return f"running (attempt {job.attempt} of {job.max_attempts})"
+    return job.state.value
+
+
+def _signal_request(job: Job, signal: str) -> dict[str, Any]:
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"job {job.id} ({job.kind}) waits for the signal {signal!r}",
+            "requestedSchema": {"type": "object", "properties": {}},
+        },
+    }
+
+
+def signal_payload(response: Any) -> JSON:
+    """The signal an input response sends: the form's content when accepted, else
+    {"action": "decline"} or {"action": "cancel"} for the handler to act on."""
+    if not isinstance(response, dict):
+        return {"action": "invalid"}
+    action = response.get("action")
+    if action == "accept":
+        content: JSON = response.get("content")
+        return content
+    return {"action": action if action in ("decline", "cancel") else "invalid"}

@@ -1,0 +1,171 @@
+"""What `tenure mcp` lists: a tool per job class marked `tool=True` (its arguments are the job's
+payload, checked against the class's JSON Schema before any job is made) and four tools of
+tenure's own for clients without the tasks extension."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from mcp_types import CallToolResult, TextContent, Tool
+
+from tenure.app import App
+from tenure.errors import InvalidJobClass
+from tenure.ledger.waits import describe_wait
+from tenure.types import JSON, Job, JobState
+
+# SEP-986: what a tool name may be.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+JOB_ID_META = "io.tenure/job-id"
+_ID = {"type": "string", "description": "the job id (the task id)"}
+_BY_ID = {
+    "type": "object",
+    "properties": {"id": _ID},
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobTool:
+    """One job class offered as a tool."""
+
+    kind: str
+    description: str
+    input_schema: dict[str, Any]
+    max_attempts: int
+    validator: Any
+
+    def listing(self) -> Tool:
+        return Tool(name=self.kind, description=self.description, input_schema=self.input_schema)
+
+    def argument_errors(self, arguments: dict[str, Any]) -> list[str]:
+        """What is wrong with the arguments, one line each (empty when they are valid)."""
+        found = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        return [f"{'/'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in found]
+
+
+def job_tools(app: App) -> dict[str, JobTool]:
+    """The app's tool job classes by name; a name MCP cannot carry or a schema that is not one
+    is refused at start, not at the first call."""
+    tools: dict[str, JobTool] = {}
+    for kind, job_class in sorted(app.job_classes.items()):
+        if not job_class.tool:
+            continue
+        if not _TOOL_NAME.match(kind) or kind in OWN_TOOLS:
+            raise InvalidJobClass(
+                f"job class {kind!r} cannot be an MCP tool: a tool name is 1-128 of A-Z a-z 0-9 "
+                f"_ - . and not one of {', '.join(sorted(OWN_TOOLS))}"
+            )
+        schema = job_class.input_schema or {}
+        checker = validators.validator_for(schema)
+        try:
+            checker.check_schema(schema)
+        except schema_errors.SchemaError as exc:
+            raise InvalidJobClass(
+                f"job class {kind!r}: input_schema is not a JSON Schema: {exc.message}"
+            ) from None
+        tools[kind] = JobTool(
+            kind=kind,
+            description=job_class.description or "",
+            input_schema=schema,
+            max_attempts=job_class.max_attempts,
+            validator=checker(schema),
+        )
+    return tools
+
+
+OWN_TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            name="tenure_status",
+            description="The state of a tenure job started by a tool call: queued, running, "
+            "waiting (and for what), succeeded, failed or cancelled.",
+            input_schema=_BY_ID,
+        ),
+        Tool(
+            name="tenure_result",
+            description="The result of a tenure job, waiting up to wait_seconds for it to end.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "id": _ID,
+                    "wait_seconds": {"type": "number", "minimum": 0, "maximum": 300},
+                },
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+        ),
+        Tool(
+            name="tenure_signal",
+            description="Send a named signal (an approval, an answer) to a job waiting for it.",
+            input_schema={
+                "type": "object",
+                "properties": {"id": _ID, "name": {"type": "string"}, "payload": {}},
+                "required": ["id", "name"],
+                "additionalProperties": False,
+            },
+        ),
+        Tool(
+            name="tenure_cancel",
+            description="Cancel a job: it will not publish a result, and its fencing token is "
+            "bumped so that the receivers refuse its late effects.",
+            input_schema=_BY_ID,
+        ),
+    )
+}
+_OWN_VALIDATORS = {
+    name: validators.validator_for(tool.input_schema)(tool.input_schema)
+    for name, tool in OWN_TOOLS.items()
+}
+
+
+def own_argument_errors(name: str, arguments: dict[str, Any]) -> list[str]:
+    found = _OWN_VALIDATORS[name].iter_errors(arguments)
+    return [f"{'/'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in found]
+
+
+def text_result(value: JSON, *, error: bool = False, job_id: str | None = None) -> CallToolResult:
+    """A tool result carrying `value` as JSON text (and as structured content if an object)."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=value if isinstance(value, dict) and not error else None,
+        is_error=error,
+        _meta=None if job_id is None else {JOB_ID_META: job_id},
+    )
+
+
+def error_result(message: str, job_id: str | None = None) -> CallToolResult:
+    return text_result(message, error=True, job_id=job_id)
+
+
+def job_result(job: Job) -> CallToolResult:
+    """What a tool call of an ended job answers: its result, or a tool error saying why not."""
+    if job.state is JobState.SUCCEEDED:
+        return text_result(job.result, job_id=job.id)
+    if job.state is JobState.CANCELLED:
+        return error_result(f"job {job.id} was cancelled", job.id)
+    error = job.error if isinstance(job.error, dict) else {}
+    reason = error.get("message") or error.get("code") or "no reason recorded"
+    return error_result(f"job {job.id} failed after {job.attempt} attempt(s): {reason}", job.id)
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    """A job's state without its payload or result: ids, times and what it waits for."""
+    summary: dict[str, Any] = {
+        "id": job.id,
+        "kind": job.kind,
+        "state": job.state.value,
+        "attempt": job.attempt,
+        "created_at": job.created_at.isoformat(),
+        "updated_at": job.updated_at.isoformat(),
+    }
+    if job.state is JobState.WAITING:
+        summary["waiting_for"] = describe_wait(job.wait)
+    return summary
