@@ -204,7 +204,8 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
     )
     assert applied(bank) == Counter({f"tool-job:{job_id}:charge": 1})
     messages = seen["progress"]
-    assert messages[0] == f"job {job_id} queued"
+    # The first word of the call: the job's id and state (a worker may have claimed it already).
+    assert messages[0] in (f"job {job_id} queued", f"job {job_id} running")
     assert "step quote done" in messages and "effect charge done" in messages
     if transport == "streamable-http":
         asyncio.run(other_tenant_sees_nothing(mcp_server, globex, job_id))
