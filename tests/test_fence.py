@@ -66,23 +66,39 @@ def test_a_receiver_that_reads_the_ledger_refuses_a_cancelled_owner(
     ledger: tenure.Ledger, tmp_path: Any
 ) -> None:
     """With `current_token=ledger_tokens(ledger)` a cancel's token bump is the bar at once: the
-    old owner's new command is refused though no newer owner ever reached the receiver. A
-    receiver without it accepts that command: it has seen no higher fence."""
+    old owner's new command is refused though no newer owner ever reached the receiver, and the
+    bar is kept. A receiver without it accepts that command: it has seen no higher fence. Only
+    new commands read the ledger: a replay answers from the receiver alone."""
     job_id = ledger.submit("charge", {})
     lease = ledger.claim("w1", kinds=["charge"], lease_seconds=30)
     assert lease is not None
-    reading = FenceGuard(f"sqlite:///{tmp_path / 'a.db'}", current_token=ledger_tokens(ledger))
+    asked: list[str] = []
+    tokens = ledger_tokens(ledger)
+
+    def current(scope: str) -> int:
+        asked.append(scope)
+        return tokens(scope)
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    reading = FenceGuard(url, current_token=current)
     blind = FenceGuard(f"sqlite:///{tmp_path / 'b.db'}")
     with reading, blind:
         ran: list[str] = []
         for guard in (reading, blind):
             guard.apply(job_id, lease.token, f"{job_id}:first", lambda: ran.append("first"))
         ledger.cancel(job_id)
+        assert (
+            reading.apply(job_id, lease.token, f"{job_id}:first", lambda: ran.append("x")) is None
+        )
+        assert asked == [job_id]  # the first command asked; its replay did not
         with pytest.raises(tenure.StaleFence, match="below the highest accepted"):
             reading.apply(job_id, lease.token, f"{job_id}:late", lambda: ran.append("late"))
         blind.apply(job_id, lease.token, f"{job_id}:late", lambda: ran.append("blind late"))
         assert ran == ["first", "first", "blind late"]
         assert reading.apply("not-a-job", 1, "other:1", lambda: "ok") == "ok"
+    # The bar the ledger gave was recorded.
+    with FenceGuard(url) as same_receiver_later, pytest.raises(tenure.StaleFence):
+        same_receiver_later.apply(job_id, lease.token, f"{job_id}:later", lambda: "no")
 
 
 def test_concurrent_calls_with_one_key_run_fn_once(db_url: str) -> None:

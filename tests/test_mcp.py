@@ -27,12 +27,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import tenure
-from tenure import JobState
-from tenure.demo.bank import Bank, BankServer
-from tenure.fence import FenceGuard, ledger_tokens
+from tenure import JobState, keys
+from tenure.demo.bank import BankServer
+from tenure.fence import ledger_tokens
 from tenure.mcp.client import CreatedTask, DurableTasks, cancel_task, get_task, update_task
 from tests.support.apps import AMOUNT
 from tests.support.cli import cli_env, tenure_cli
+from tests.support.fixtures import fenced_bank
 from tests.support.service import free_port
 from tests.support.waiting import poll
 from tests.test_worker_faults import ROOT, Workers
@@ -45,13 +46,8 @@ KEY = "io.tenure/idempotency-key"
 @pytest.fixture
 def bank(ledger: tenure.Ledger, tmp_path: Path) -> Iterator[BankServer]:
     """A fenced receiver that can read the ledger: a job's token now is its bar too."""
-    guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}", current_token=ledger_tokens(ledger))
-    receiver = BankServer(Bank(guard))
-    try:
+    with fenced_bank(tmp_path, ledger_tokens(ledger)) as receiver:
         yield receiver
-    finally:
-        receiver.close()
-        guard.close()
 
 
 class McpServer:
@@ -59,7 +55,10 @@ class McpServer:
 
     def __init__(self, db_url: str, folder: Path) -> None:
         self.db_url, self.folder = db_url, folder
-        self.env = cli_env(extra={"PYTHONPATH": str(ROOT)})
+        self.admin = keys.new_admin_key()
+        self.env = cli_env(
+            extra={"PYTHONPATH": str(ROOT), "TENURE_ADMIN_KEY_SHA256": self.admin.key_sha256}
+        )
         self.http: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -148,6 +147,8 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
     env = {"TENURE_TEST_RECEIVER": bank.url}
     acme = ledger.create_tenant("acme")
     globex = ledger.create_tenant("globex")
+    # A tenant's name stands for nothing more than that tenant, whatever it spells.
+    lookalike = ledger.create_tenant("admin")
     if transport == "streamable-http":
         mcp_server.start_http()
     doomed = workers.start(db_url, "A", env={**env, "TENURE_TEST_KILL_AT": "in_effect"})
@@ -168,6 +169,8 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
             )
             bad = await mcp.call_tool("pay", {"amount": "seven"})
             assert bad.is_error and "amount" in bad.content[0].text  # type: ignore[union-attr]
+            bad_key = await mcp.call_tool("pay", {"amount": 1}, meta={KEY: 17})
+            assert bad_key.is_error and "idempotency key" in bad_key.content[0].text  # type: ignore[union-attr]
             assert await in_thread(lambda: ledger.list(kind="pay")) == []
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -208,9 +211,27 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
     assert messages[0] in (f"job {job_id} queued", f"job {job_id} running")
     assert "step quote done" in messages and "effect charge done" in messages
     if transport == "streamable-http":
-        asyncio.run(other_tenant_sees_nothing(mcp_server, globex, job_id))
-        assert ledger.get(job_id).state is JobState.SUCCEEDED
-        assert httpx.post(mcp_server.url, json={}).status_code == 401
+        check_http_tenancy(mcp_server, ledger, job_id, [globex, lookalike])
+
+
+def check_http_tenancy(
+    server: McpServer, ledger: tenure.Ledger, job_id: str, others: list[str]
+) -> None:
+    """Other tenants (one named like the admin) see and cancel nothing; the admin key sees the
+    job; no key is 401; the server logged ids and hashes, not the payload."""
+    for key in others:
+        asyncio.run(other_tenant_sees_nothing(server, key, job_id))
+    assert ledger.get(job_id).state is JobState.SUCCEEDED
+    assert asyncio.run(status_as(server, server.admin.key, job_id)) == "succeeded"
+    assert httpx.post(server.url, json={}).status_code == 401
+    logged = (server.folder / "mcp-http.log").read_text()
+    assert "job_submitted" in logged and "amount" not in logged
+
+
+async def status_as(server: McpServer, key: str, job_id: str) -> Any:
+    async with connected(server.over_http(key)) as mcp:
+        answer = await mcp.call_tool("tenure_status", {"id": job_id})
+        return (answer.structured_content or {}).get("state")
 
 
 async def other_tenant_sees_nothing(server: McpServer, key: str, job_id: str) -> None:

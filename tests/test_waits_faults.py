@@ -13,9 +13,9 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.demo.bank import Bank, BankServer
-from tenure.fence import FenceGuard
+from tenure.demo.bank import BankServer
 from tests.support.cli import tenure_cli
+from tests.support.fixtures import fenced_bank
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
 from tests.test_worker_faults import Workers, marker
@@ -28,13 +28,8 @@ POINTS = ["before_spawn", "between", "child_running", "after_children"]
 @pytest.fixture
 def bank(tmp_path: Path) -> Iterator[BankServer]:
     """A fenced receiver on loopback, in the test's process (it outlives every worker)."""
-    guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}")
-    receiver = BankServer(Bank(guard))
-    try:
+    with fenced_bank(tmp_path) as receiver:
         yield receiver
-    finally:
-        receiver.close()
-        guard.close()
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 import tenure
+from tenure.demo.bank import Bank, BankServer
+from tenure.fence import FenceGuard
 
 
 @pytest.fixture
@@ -22,3 +26,18 @@ def make_app(db_url: str) -> Iterator[Callable[[], tenure.App]]:
     yield make
     for app in apps:
         app.close()
+
+
+@contextmanager
+def fenced_bank(
+    folder: Path, current_token: Callable[[str], int] | None = None
+) -> Iterator[BankServer]:
+    """A fenced receiver on loopback in the test's process (it outlives every worker), on its
+    own SQLite file; `current_token` as for `FenceGuard`."""
+    guard = FenceGuard(f"sqlite:///{folder / 'receiver.db'}", current_token=current_token)
+    receiver = BankServer(Bank(guard))
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+        guard.close()

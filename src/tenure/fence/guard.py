@@ -153,17 +153,20 @@ class FenceGuard:
 
     def _decide(self, scope: str, fence: int, key: str) -> Decision:
         """One transaction: read the scope's highest fence and the key, decide, record."""
-        known = 0 if self.current_token is None else self.current_token(scope)
         with self.store.fence_transaction() as tx:
-            highest = max(tx.highest(scope), known)
+            highest = tx.highest(scope)
             record = tx.get(key)
             if record is not None and record.status == "done":
                 tx.raise_highest(scope, fence)
                 return Decision("replay", record.result, highest)
             if record is not None and record.age_seconds < self.stale_after:
                 return Decision("wait")
+            # Only a new command asks the ledger: a replay or a wait needs no bar.
+            known = 0 if self.current_token is None else self.current_token(scope)
+            if known > highest:
+                tx.raise_highest(scope, known)
+                highest = known
             if fence < highest:
-                tx.raise_highest(scope, highest)
                 return Decision("stale", highest=highest)
             tx.begin(key, scope, fence)
             tx.raise_highest(scope, fence)

@@ -23,7 +23,6 @@ async def await_end(
     *,
     stop: Callable[[], Awaitable[bool]] | None = None,
     seen: Callable[[Job], Awaitable[None]] | None = None,
-    last_poll: float | None = None,
 ) -> Job:
     """The job once terminal, or as it is when `timeout` seconds (None: no bound) have passed
     or `stop()` says so. `seen(job)` is called with every reading (progress, say)."""
@@ -50,6 +49,6 @@ async def await_end(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woke.wait(), wait)
             woke.clear()
-            pause = min(pause * 2, LAST_POLL if last_poll is None else last_poll)
+            pause = min(pause * 2, LAST_POLL)
     finally:
         unwatch()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+from dataclasses import dataclass
 
 from tenure import keys
 from tenure.errors import TenantExists, TenantNotFound
@@ -13,6 +14,25 @@ from tenure.storage.base import TenantRecord
 from tenure.validation import check_name
 
 log = logging.getLogger("tenure")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who presented a key: a tenant, or with `tenant` None the admin key (every tenant)."""
+
+    tenant: str | None
+
+    @property
+    def admin(self) -> bool:
+        return self.tenant is None
+
+    @property
+    def submits_as(self) -> str:
+        """The tenant of the jobs this principal submits when it names none."""
+        return self.tenant or "default"
+
+    def may_see(self, tenant: str) -> bool:
+        return self.tenant is None or self.tenant == tenant
 
 
 class Tenants(LedgerCore):
@@ -63,3 +83,11 @@ class Tenants(LedgerCore):
         if record is None or not keys.matches(key, record.key_sha256) or record.revoked:
             return None
         return record.tenant
+
+    def identify(self, key: str, admin_key_sha256: str | None = None) -> Principal | None:
+        """Who a presented key stands for: the admin key (matched against its digest, which
+        only the service's configuration holds) or a tenant's live key; None otherwise."""
+        if admin_key_sha256 is not None and keys.matches(key, admin_key_sha256):
+            return Principal(tenant=None)
+        tenant = self.authenticate(key)
+        return None if tenant is None else Principal(tenant=tenant)

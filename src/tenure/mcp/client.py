@@ -42,8 +42,8 @@ class _Task(Result):
     @property
     def requests(self) -> dict[str, Any]:
         """The outstanding input requests (`inputRequests`) of an `input_required` task."""
-        extra = self.model_extra or {}
-        found = extra.get("inputRequests", extra.get("input_requests"))
+        # An extra field: the SDK keeps `inputRequests` out of the models of claimed results.
+        found = (self.model_extra or {}).get("inputRequests")
         return found if isinstance(found, dict) else {}
 
     def tool_result(self) -> CallToolResult:

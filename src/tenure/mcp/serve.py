@@ -12,12 +12,11 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
 from pydantic import AnyHttpUrl
 
-from tenure import keys
 from tenure.app import App
 from tenure.errors import TenureError
 from tenure.ledger import Ledger
 from tenure.logs import emit
-from tenure.mcp.server import ADMIN, TenureMcp
+from tenure.mcp.server import ADMIN_SCOPE, TenureMcp
 
 log = logging.getLogger("tenure")
 Transport = Literal["stdio", "streamable-http"]
@@ -30,10 +29,12 @@ class TenantKeys:
         self.ledger, self.admin_key_sha256 = ledger, admin_key_sha256
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if self.admin_key_sha256 is not None and keys.matches(token, self.admin_key_sha256):
-            return AccessToken(token=token, client_id=ADMIN, scopes=[])
-        tenant = await anyio.to_thread.run_sync(self.ledger.authenticate, token)
-        return None if tenant is None else AccessToken(token=token, client_id=tenant, scopes=[])
+        found = await anyio.to_thread.run_sync(self.ledger.identify, token, self.admin_key_sha256)
+        if found is None:
+            return None
+        if found.tenant is None:
+            return AccessToken(token=token, client_id="admin", scopes=[ADMIN_SCOPE])
+        return AccessToken(token=token, client_id=found.tenant, scopes=[])
 
 
 def http_app(

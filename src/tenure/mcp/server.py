@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -31,6 +30,7 @@ from tenure import __version__
 from tenure.app import App
 from tenure.errors import (
     IdempotencyConflict,
+    InvalidArgument,
     JobNotFound,
     SignalConflict,
     TenureError,
@@ -38,6 +38,7 @@ from tenure.errors import (
 )
 from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
+from tenure.ledger.tenants import Principal
 from tenure.ledger.waits import describe_wait
 from tenure.mcp.tasks import TASKS, awaited_signal, signal_payload, task_of
 from tenure.mcp.tools import (
@@ -50,10 +51,11 @@ from tenure.mcp.tools import (
     text_result,
 )
 from tenure.types import Job, JobState, StageStatus
-from tenure.validation import MAX_NAME_LENGTH
 
 KEY_META = "io.tenure/idempotency-key"
-ADMIN = "*admin*"  # the access token's client id for the admin key: every tenant
+# The scope of the admin key's access token (every tenant): a scope, not a client id, so that no
+# tenant's name can stand for it.
+ADMIN_SCOPE = "tenure:admin"
 T = TypeVar("T")
 Context = ServerRequestContext[Any, Any]
 
@@ -71,20 +73,6 @@ class TaskParams(RequestParams):
 
 class UpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Whose jobs a request may see: `tenant` None is the admin key (every tenant)."""
-
-    tenant: str | None
-
-    @property
-    def submits_as(self) -> str:
-        return self.tenant or "default"
-
-    def sees(self, job: Job) -> bool:
-        return self.tenant is None or job.tenant == self.tenant
 
 
 class TenureMcp:
@@ -122,25 +110,20 @@ class TenureMcp:
         errors = tool.argument_errors(arguments)
         if errors:
             return error_result("invalid arguments, no job was made: " + "; ".join(errors))
-        key = (params.meta or {}).get(KEY_META)
-        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_NAME_LENGTH):
-            return error_result(f"_meta[{KEY_META!r}] must be a string of 1-{MAX_NAME_LENGTH}")
         try:
             job_id, _ = await _run(
                 self.ledger.submit_or_find,
                 tool.kind,
                 arguments,
-                idempotency_key=key,
+                idempotency_key=(params.meta or {}).get(KEY_META),
                 tenant=caller.submits_as,
                 max_attempts=tool.max_attempts,
             )
-        except IdempotencyConflict as exc:
+        except (IdempotencyConflict, InvalidArgument) as exc:  # a bad key, a payload too large
             return error_result(str(exc))
-        job = await _run(self.ledger.get, job_id)
         if _declares_tasks(ctx):
             # The job is committed: a tasks/get for this id resolves from here on.
-            return task_of(job, result_type="task")
-        await ctx.session.report_progress(0, None, f"job {job_id} {job.state.value}")
+            return task_of(await _run(self.ledger.get, job_id), result_type="task")
         return job_result(await self._await(ctx, job_id))
 
     async def _await(self, ctx: Context, job_id: str, timeout: float | None = None) -> Job:
@@ -152,7 +135,7 @@ class TenureMcp:
         return await await_end(self.ledger.ended, job_id, read, timeout, seen=progress.seen)
 
     async def _own_tool(
-        self, ctx: Context, caller: Caller, name: str, arguments: dict[str, Any]
+        self, ctx: Context, caller: Principal, name: str, arguments: dict[str, Any]
     ) -> CallToolResult:
         errors = own_argument_errors(name, arguments)
         if errors:
@@ -176,10 +159,10 @@ class TenureMcp:
         except TenureError as exc:
             return error_result(str(exc))
 
-    async def _visible(self, caller: Caller, job_id: Any) -> Job:
+    async def _visible(self, caller: Principal, job_id: Any) -> Job:
         """The job if the caller may see it; another tenant's job is as unknown as none."""
         job = await _run(self.ledger.get, job_id)
-        if not caller.sees(job):
+        if not caller.may_see(job.tenant):
             raise JobNotFound(f"no job has the id {job_id}")
         return job
 
@@ -219,21 +202,25 @@ class TenureMcp:
 
 
 class Progress:
-    """`notifications/progress` for one call: a count of finished stages, with words."""
+    """`notifications/progress` for one call: the job's state at once, then a count of finished
+    stages, with words; the stages are read only when the job's step moved on."""
 
     def __init__(self, session: ServerSession, ledger: Ledger, job_id: str) -> None:
         self.session, self.ledger, self.job_id = session, ledger, job_id
+        self.step: int | None = None
         self.done: set[int] = set()
         self.waiting: str | None = None
 
     async def seen(self, job: Job) -> None:
-        if job.state is JobState.QUEUED:
-            return
-        for stage in await _run(self.ledger.stages, self.job_id):
-            if stage.status is StageStatus.DONE and stage.position not in self.done:
-                self.done.add(stage.position)
-                text = f"{stage.kind.value} {stage.name} done"
-                await self.session.report_progress(len(self.done), None, text)
+        if self.step is None:
+            await self.session.report_progress(0, None, f"job {job.id} {job.state.value}")
+        elif job.step != self.step:
+            for stage in await _run(self.ledger.stages, self.job_id):
+                if stage.status is StageStatus.DONE and stage.position not in self.done:
+                    self.done.add(stage.position)
+                    text = f"{stage.kind.value} {stage.name} done"
+                    await self.session.report_progress(len(self.done), None, text)
+        self.step = job.step
         waiting = describe_wait(job.wait) if job.state is JobState.WAITING else None
         if waiting and waiting != self.waiting:
             hint = " (send it with tenure_signal)" if awaited_signal(job) else ""
@@ -249,17 +236,17 @@ def _declares_tasks(ctx: Context) -> bool:
     return bool(capabilities and capabilities.extensions and TASKS in capabilities.extensions)
 
 
-def _caller(ctx: Context, stdio_tenant: str | None) -> Caller:
+def _caller(ctx: Context, stdio_tenant: str | None) -> Principal:
     """Over stdio the tenant the server was started for; over HTTP the bearer key's tenant
     (the transport refused requests without a live key)."""
     if stdio_tenant is not None:
-        return Caller(tenant=stdio_tenant)
+        return Principal(tenant=stdio_tenant)
     request = ctx.request
     user = getattr(request, "scope", {}).get("user") if request is not None else None
     token = getattr(user, "access_token", None)
     if token is None:
         raise MCPError(INVALID_PARAMS, "no API key came with this request")
-    return Caller(tenant=None if token.client_id == ADMIN else token.client_id)
+    return Principal(tenant=None if ADMIN_SCOPE in token.scopes else token.client_id)
 
 
 async def _run(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

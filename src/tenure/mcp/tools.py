@@ -44,9 +44,7 @@ class JobTool:
         return Tool(name=self.kind, description=self.description, input_schema=self.input_schema)
 
     def argument_errors(self, arguments: dict[str, Any]) -> list[str]:
-        """What is wrong with the arguments, one line each (empty when they are valid)."""
-        found = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
-        return [f"{'/'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in found]
+        return argument_problems(self.validator, arguments)
 
 
 def job_tools(app: App) -> dict[str, JobTool]:
@@ -126,7 +124,12 @@ _OWN_VALIDATORS = {
 
 
 def own_argument_errors(name: str, arguments: dict[str, Any]) -> list[str]:
-    found = _OWN_VALIDATORS[name].iter_errors(arguments)
+    return argument_problems(_OWN_VALIDATORS[name], arguments)
+
+
+def argument_problems(validator: Any, arguments: dict[str, Any]) -> list[str]:
+    """What is wrong with the arguments, one line each by field (empty when they are valid)."""
+    found = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
     return [f"{'/'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in found]
 
 

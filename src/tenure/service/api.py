@@ -11,7 +11,8 @@ from fastapi.concurrency import run_in_threadpool
 from tenure.errors import JobNotFound
 from tenure.ledger import MAX_LIST_LIMIT, Ledger
 from tenure.ledger.awaiting import await_end
-from tenure.service.auth import Caller, Principal, ledger_of, settings_of
+from tenure.ledger.tenants import Principal
+from tenure.service.auth import Caller, ledger_of, settings_of
 from tenure.service.errors import ApiError, documented
 from tenure.service.models import (
     EventList,
@@ -60,7 +61,7 @@ def submit(
     ledger = ledger_of(request)
     if body.idempotency_key and idempotency_key and body.idempotency_key != idempotency_key:
         raise ApiError(422, "invalid_request", "the Idempotency-Key header and body field differ")
-    tenant = body.tenant or caller.tenant or "default"
+    tenant = body.tenant or caller.submits_as
     if not caller.may_see(tenant):
         raise ApiError(403, "forbidden", "a tenant key submits to its own tenant only")
     job_id, created = ledger.submit_or_find(

@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tenure import keys
 from tenure.ledger import Ledger
+from tenure.ledger.tenants import Principal
 from tenure.service.errors import ApiError
 from tenure.service.settings import ServiceSettings
 
 bearer = HTTPBearer(auto_error=False, description="a tenant key, or the admin key")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """The caller: `tenant` None means the admin key (every tenant)."""
-
-    tenant: str | None
-
-    @property
-    def admin(self) -> bool:
-        return self.tenant is None
-
-    def may_see(self, tenant: str) -> bool:
-        return self.tenant is None or self.tenant == tenant
 
 
 def ledger_of(request: Request) -> Ledger:
@@ -44,10 +29,7 @@ def settings_of(request: Request) -> ServiceSettings:
 
 async def identify(ledger: Ledger, settings: ServiceSettings, key: str) -> Principal | None:
     """The principal a presented key stands for, or None."""
-    if settings.admin_key_sha256 is not None and keys.matches(key, settings.admin_key_sha256):
-        return Principal(tenant=None)
-    tenant = await run_in_threadpool(ledger.authenticate, key)
-    return None if tenant is None else Principal(tenant=tenant)
+    return await run_in_threadpool(ledger.identify, key, settings.admin_key_sha256)
 
 
 async def principal(
