@@ -13,11 +13,10 @@ from tests.support.processes import ROOT
 pytestmark = pytest.mark.slow
 
 
-def test_the_refund_example_survives_a_kill_at_each_point_with_one_charge(db_url: str) -> None:
-    """examples/refund.py: approval, a spawned charge, a wait and a sleep, SIGKILL at each
-    point; it exits 0 only with one child, one charge at the bank and the refund succeeded."""
+def run_example(script: str, db_url: str) -> subprocess.CompletedProcess[str]:
+    """The example as a user runs it; it must exit 0 (it checks its own outcome)."""
     run = subprocess.run(
-        [sys.executable, "examples/refund.py", "--db", db_url],
+        [sys.executable, script, "--db", db_url],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -26,6 +25,30 @@ def test_the_refund_example_survives_a_kill_at_each_point_with_one_charge(db_url
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
+def test_the_refund_example_survives_a_kill_at_each_point_with_one_charge(db_url: str) -> None:
+    """examples/refund.py: approval, a spawned charge, a wait and a sleep, SIGKILL at each
+    point; it exits 0 only with one child, one charge at the bank and the refund succeeded."""
+    run = run_example("examples/refund.py", db_url)
     assert "approve again (double click): False" in run.stdout
     assert "charges at the bank: 1" in run.stdout
     assert run.stdout.count("killed with SIGKILL") == 3
+
+
+def test_the_agent_loop_killed_at_step_one_resumes_with_exactly_two_side_effects(
+    db_url: str,
+) -> None:
+    """examples/agent_loop.py, the Portuguese seed's run: killed inside tool step 1 after its
+    real side effect, resumed by a fresh worker: four steps done, two model calls, exactly two
+    real side effects (it exits 0 only then)."""
+    run = run_example("examples/agent_loop.py", db_url)
+    lines = run.stdout.splitlines()
+    assert "state after crash: ((0, 'model', 'done'), (1, 'tool', 'running')) | token: 1" in lines
+    assert (
+        "final state: ((0, 'model', 'done'), (1, 'tool', 'done'), (2, 'model', 'done'), "
+        "(3, 'tool', 'done'))"
+    ) in lines
+    assert "run status: succeeded | attempt 2 | model calls: 2" in lines
+    assert lines[-1] == "REAL tool side effects executed: 2"

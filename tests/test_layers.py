@@ -22,6 +22,13 @@ FORBIDDEN = {
     "runtime": {"tenure.service", "tenure.cli"},
     "service": {"tenure.runtime", "tenure.cli"},
     "mcp": {"tenure.runtime", "tenure.service", "tenure.cli"},
+    "integrations": {"tenure.runtime", "tenure.service", "tenure.cli", "tenure.mcp"},
+}
+
+# The frameworks each integration is written against: imported by that module alone.
+FRAMEWORKS = {
+    "integrations/openai_agents.py": {"agents"},
+    "integrations/langgraph.py": {"langgraph", "langchain_core"},
 }
 
 
@@ -68,6 +75,17 @@ def test_psycopg_is_imported_only_by_the_postgres_store() -> None:
         if any(_within(name, "psycopg") or _within(name, "psycopg_pool") for name in _imports(path))
     }
     assert users and all(user.startswith("storage/postgres/") for user in users), users
+
+
+def test_an_agent_framework_is_imported_only_by_its_integration() -> None:
+    """`import tenure` needs no agent framework: each is behind its own optional module."""
+    frameworks = set().union(*FRAMEWORKS.values())
+    users = {
+        str(path.relative_to(PACKAGE)): found
+        for path in _modules()
+        if (found := {n.split(".")[0] for n in _imports(path)} & frameworks)
+    }
+    assert users == FRAMEWORKS
 
 
 def test_no_module_is_a_god_module() -> None:

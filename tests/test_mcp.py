@@ -29,11 +29,10 @@ from mcp.shared.exceptions import MCPError
 import tenure
 from tenure import JobState, keys
 from tenure.demo.bank import BankServer
-from tenure.fence import ledger_tokens
 from tenure.mcp.client import CreatedTask, DurableTasks, cancel_task, get_task, update_task
 from tests.support.apps import AMOUNT
 from tests.support.cli import cli_env, tenure_cli
-from tests.support.fixtures import fenced_bank
+from tests.support.fixtures import applied
 from tests.support.service import free_port
 from tests.support.waiting import poll
 from tests.test_worker_faults import ROOT, Workers
@@ -41,13 +40,6 @@ from tests.test_worker_faults import ROOT, Workers
 pytestmark = pytest.mark.slow
 APP = "tests.support.apps:app"
 KEY = "io.tenure/idempotency-key"
-
-
-@pytest.fixture
-def bank(ledger: tenure.Ledger, tmp_path: Path) -> Iterator[BankServer]:
-    """A fenced receiver that can read the ledger: a job's token now is its bar too."""
-    with fenced_bank(tmp_path, ledger_tokens(ledger)) as receiver:
-        yield receiver
 
 
 class McpServer:
@@ -124,10 +116,6 @@ async def connected(client: Client) -> AsyncIterator[Client]:
 
 async def in_thread(fn: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(fn, *args)
-
-
-def applied(bank: BankServer) -> Counter[str]:
-    return Counter(e.key for e in bank.bank.events if e.what == "applied")
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])

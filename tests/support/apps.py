@@ -203,3 +203,14 @@ def pay_approved(ctx: tenure.JobContext, payload: Any) -> Any:
         "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
     )
     return {"paid": receipt["amount_cents"], "by": NAME}
+
+
+@app.job("pay_confirmed", description="Ask twice, then pay.", input_schema=AMOUNT, **FAST)
+def pay_confirmed(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Two signals in turn (the LangGraph test answers each through the graph's interrupt)."""
+    approval = ctx.wait_for("approval", timeout=300)
+    confirmation = ctx.wait_for("confirm", timeout=300)
+    receipt = ctx.effect(
+        "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+    )
+    return {"paid": receipt["amount_cents"], "approval": approval, "confirm": confirmation}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 import tenure
 from tenure.demo.bank import Bank, BankServer
-from tenure.fence import FenceGuard
+from tenure.fence import FenceGuard, ledger_tokens
 
 
 @pytest.fixture
@@ -41,3 +42,15 @@ def fenced_bank(
     finally:
         receiver.close()
         guard.close()
+
+
+@pytest.fixture
+def bank(ledger: tenure.Ledger, tmp_path: Path) -> Iterator[BankServer]:
+    """A fenced receiver that can read the ledger: a job's token now is its bar too."""
+    with fenced_bank(tmp_path, ledger_tokens(ledger)) as receiver:
+        yield receiver
+
+
+def applied(bank: BankServer) -> Counter[str]:
+    """How many times the bank applied each effect key."""
+    return Counter(e.key for e in bank.bank.events if e.what == "applied")

@@ -18,7 +18,7 @@ from tenure.ledger.reading import Reading
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
 from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
-from tenure.types import JSON, EventType, Job, Lease
+from tenure.types import JSON, EventType, Job, JobState, Lease
 from tenure.validation import check_job_id, check_name, encode_json
 
 log = logging.getLogger("tenure")
@@ -100,6 +100,15 @@ class Waits(Submission, Leases, Reading):
         if outcome is None:
             self._lost(lease, "wait")
         return outcome
+
+
+def awaited_signal(job: Job) -> str | None:
+    """The signal a waiting job waits for, if that is what it waits for."""
+    wait = job.wait or {}
+    if job.state is JobState.WAITING and wait.get("for") == "signal":
+        name = wait.get("name")
+        return name if isinstance(name, str) else None
+    return None
 
 
 def describe_wait(wait: dict[str, Any] | None) -> str:

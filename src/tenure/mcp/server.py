@@ -39,8 +39,8 @@ from tenure.errors import (
 from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
 from tenure.ledger.tenants import Principal
-from tenure.ledger.waits import describe_wait
-from tenure.mcp.tasks import TASKS, awaited_signal, signal_payload, task_of
+from tenure.ledger.waits import awaited_signal, describe_wait
+from tenure.mcp.tasks import TASKS, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
     error_result,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tenure.ledger.waits import describe_wait
+from tenure.ledger.waits import awaited_signal, describe_wait
 from tenure.mcp.tools import job_result
 from tenure.types import JSON, Job, JobState
 
@@ -25,15 +25,6 @@ _STATUS = {
     JobState.FAILED: "completed",
     JobState.CANCELLED: "cancelled",
 }
-
-
-def awaited_signal(job: Job) -> str | None:
-    """The signal a waiting job waits for, if that is what it waits for."""
-    wait = job.wait or {}
-    if job.state is JobState.WAITING and wait.get("for") == "signal":
-        name = wait.get("name")
-        return name if isinstance(name, str) else None
-    return None
 
 
 def _time(moment: datetime) -> str:

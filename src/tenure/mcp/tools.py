@@ -4,7 +4,6 @@ tenure's own for clients without the tasks extension."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,8 @@ from mcp_types import CallToolResult, TextContent, Tool
 
 from tenure.app import App
 from tenure.errors import InvalidJobClass
+from tenure.integrations.arguments import argument_problems
+from tenure.integrations.jobcalls import ended_message, result_text
 from tenure.ledger.waits import describe_wait
 from tenure.types import JSON, Job, JobState
 
@@ -127,15 +128,9 @@ def own_argument_errors(name: str, arguments: dict[str, Any]) -> list[str]:
     return argument_problems(_OWN_VALIDATORS[name], arguments)
 
 
-def argument_problems(validator: Any, arguments: dict[str, Any]) -> list[str]:
-    """What is wrong with the arguments, one line each by field (empty when they are valid)."""
-    found = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
-    return [f"{'/'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in found]
-
-
 def text_result(value: JSON, *, error: bool = False, job_id: str | None = None) -> CallToolResult:
     """A tool result carrying `value` as JSON text (and as structured content if an object)."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    text = result_text(value)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=value if isinstance(value, dict) and not error else None,
@@ -152,11 +147,7 @@ def job_result(job: Job) -> CallToolResult:
     """What a tool call of an ended job answers: its result, or a tool error saying why not."""
     if job.state is JobState.SUCCEEDED:
         return text_result(job.result, job_id=job.id)
-    if job.state is JobState.CANCELLED:
-        return error_result(f"job {job.id} was cancelled", job.id)
-    error = job.error if isinstance(job.error, dict) else {}
-    reason = error.get("message") or error.get("code") or "no reason recorded"
-    return error_result(f"job {job.id} failed after {job.attempt} attempt(s): {reason}", job.id)
+    return error_result(ended_message(job), job.id)
 
 
 def job_summary(job: Job) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""`tenure.integrations.langgraph.durable_tool` in a real LangGraph graph: a `ToolNode` of two
+parallel durable calls on a real checkpointer (SQLite, and PostgreSQL), the graph's process
+SIGKILLed while the tools run and resumed on its thread; a job's wait for a signal as the
+graph's `interrupt()`, answered by `Command(resume=...)`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+import tenure
+from tenure import JobState
+from tenure.demo.bank import BankServer
+from tenure.integrations.langgraph import MissingCallIdentity, durable_tool
+from tests.support.apps import AMOUNT
+from tests.support.fixtures import applied
+from tests.support.processes import ROOT
+from tests.support.waiting import poll
+from tests.test_worker_faults import Workers
+
+pytestmark = pytest.mark.slow
+THREAD = "thread-7"
+
+
+class Graph:
+    """`python -m tests.support.langgraph_agent` runs on one thread and checkpointer."""
+
+    def __init__(self, db_url: str, folder: Path) -> None:
+        self.db_url, self.folder = db_url, folder
+        sqlite = f"{folder / 'checkpoints.db'}"
+        self.checkpoints = db_url if db_url.startswith("postgresql://") else sqlite
+        self.runs = 0
+
+    def start(self, *command: str) -> tuple[subprocess.Popen[bytes], Path]:
+        self.runs += 1
+        out = self.folder / f"graph-{self.runs}.json"
+        log = open(self.folder / f"graph-{self.runs}.log", "wb")  # noqa: SIM115 - the child keeps it
+        args = [self.db_url, self.checkpoints, THREAD, str(out), *command]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.langgraph_agent", *args],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        return process, out
+
+    def run(self, *command: str) -> dict[str, Any]:
+        process, out = self.start(*command)
+        assert process.wait(60) == 0, out.with_suffix(".log").read_text()
+        return dict(json.loads(out.read_text()))
+
+
+def test_a_graph_killed_while_two_tools_run_resumes_with_each_effect_applied_once(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, bank: BankServer, tmp_path: Path
+) -> None:
+    """The model (scripted, minting its call ids) asks for two payments at once; the graph's
+    process is SIGKILLed while both jobs run (the bank applied the first); resumed on the same
+    thread it re-runs the tool node, finds both jobs and ends with their answers: two jobs, one
+    charge each."""
+    env = {"TENURE_TEST_RECEIVER": bank.url, "TENURE_TEST_KILL_AT": "in_effect"}
+    workers.start(db_url, "W", "--concurrency", "2", env=env)
+    graph = Graph(db_url, tmp_path)
+    first, out = graph.start("start", "pay", "pay")
+    poll(lambda: len(ledger.list(kind="pay")) == 2 or None, 30, "both tool jobs")
+    poll(lambda: list(tmp_path.glob("at-in_effect-*")), 30, "a worker inside an effect")
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(10) == -signal.SIGKILL and not out.exists()
+    (tmp_path / "release-in_effect").touch()
+
+    resumed = graph.run("resume")
+    jobs = {job.idempotency_key: job for job in ledger.list(kind="pay")}
+    assert set(jobs) == {f"{THREAD}:{call}" for call in resumed["calls"]}
+    assert len(jobs) == 2
+    said = json.loads(resumed["final"])
+    assert [json.loads(s["content"]) for s in said] == [
+        {"paid": 3, "by": "W"},
+        {"paid": 4, "by": "W"},
+    ]
+    assert {s["status"] for s in said} == {"success"}
+    assert sorted(a["job_id"] for a in resumed["artifacts"]) == sorted(j.id for j in jobs.values())
+    assert all((j.state, j.attempt) == (JobState.SUCCEEDED, 1) for j in jobs.values())
+    assert applied(bank) == Counter({f"tool-job:{j.id}:charge": 1 for j in jobs.values()})
+
+
+def test_a_job_waiting_for_a_signal_is_the_graphs_interrupt_and_the_resume_its_answer(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, bank: BankServer, tmp_path: Path
+) -> None:
+    """A tool whose job waits for approval suspends the graph with interrupt() (the graph's
+    process ends, the job waits without a lease); resumed in a new process with the answer,
+    the tool sends it as the signal, the job pays once and the graph ends with its result."""
+    workers.start(db_url, "W", env={"TENURE_TEST_RECEIVER": bank.url})
+    graph = Graph(db_url, tmp_path)
+    asked = graph.run("start", "pay_approved")
+    (job,) = ledger.list(kind="pay_approved")
+    assert asked["interrupts"] == [
+        {"tenure_job": job.id, "signal": "approval", "call": job.idempotency_key}
+    ]
+    assert ledger.get(job.id).state is JobState.WAITING
+    assert applied(bank) == Counter()
+
+    answered = graph.run("answer", json.dumps({"ok": True}))
+    assert json.loads(json.loads(answered["final"])[0]["content"]) == {"paid": 3, "by": "W"}
+    assert [j.id for j in ledger.list(kind="pay_approved")] == [job.id]
+    assert applied(bank) == Counter({f"tool-job:{job.id}:charge": 1})
+
+
+def test_a_job_that_waits_for_two_signals_is_two_interrupts_each_answer_its_own(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, bank: BankServer, tmp_path: Path
+) -> None:
+    """The second resume re-runs the node from its start: the first interrupt takes its stored
+    answer again and the second gets the new one, so each signal carries its own answer."""
+    workers.start(db_url, "W", env={"TENURE_TEST_RECEIVER": bank.url})
+    graph = Graph(db_url, tmp_path)
+    first = graph.run("start", "pay_confirmed")
+    (job,) = ledger.list(kind="pay_confirmed")
+    assert [i["signal"] for i in first["interrupts"]] == ["approval"]
+    second = graph.run("answer", json.dumps({"ok": True}))
+    assert [i["signal"] for i in second["interrupts"]] == ["confirm"]
+    done = graph.run("answer", json.dumps({"sure": "yes"}))
+    assert json.loads(json.loads(done["final"])[0]["content"]) == {
+        "paid": 3,
+        "approval": {"ok": True},
+        "confirm": {"sure": "yes"},
+    }
+    assert applied(bank) == Counter({f"tool-job:{job.id}:charge": 1})
+
+
+def test_a_failed_job_is_the_tools_error_and_a_call_without_ids_makes_no_job(
+    ledger: tenure.Ledger,
+) -> None:
+    """Outside a graph (no thread id) or without a tool call id the tool refuses; arguments
+    that break the schema are a tool error and no job; a cancelled job is a tool error."""
+    pay = durable_tool(ledger, "pay", args_schema=AMOUNT)
+    call = {"name": "pay", "args": {"amount": 3}, "id": "call_1", "type": "tool_call"}
+    with pytest.raises(MissingCallIdentity, match="thread id"):
+        pay.invoke(call)
+    with pytest.raises(MissingCallIdentity, match="tool call id"):
+        pay.invoke({"amount": 3}, {"configurable": {"thread_id": "t"}})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    bad = pay.invoke({**call, "args": {"amount": 0}}, config)
+    assert bad.status == "error" and "no job was made" in bad.content
+    assert ledger.list(kind="pay") == []
+
+    job_id = ledger.submit("pay", {"amount": 3}, idempotency_key="t:call_1")
+    ledger.cancel(job_id)
+    cancelled = pay.invoke(call, config)
+    assert (cancelled.status, cancelled.content) == ("error", f"job {job_id} was cancelled")
