@@ -5,6 +5,7 @@ graph's `interrupt()`, answered by `Command(resume=...)`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -16,6 +17,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command
 
 import tenure
 from tenure import JobState
@@ -29,6 +36,7 @@ from tests.test_worker_faults import Workers
 
 pytestmark = pytest.mark.slow
 THREAD = "thread-7"
+ADD = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
 class Graph:
@@ -134,11 +142,55 @@ def test_a_job_that_waits_for_two_signals_is_two_interrupts_each_answer_its_own(
     assert applied(bank) == Counter({f"tool-job:{job.id}:charge": 1})
 
 
+def test_an_async_graph_runs_the_same_tool_interrupt_included(make_app: Any) -> None:
+    """`graph.ainvoke` (the tool node awaits the tool): the job's signal wait is the graph's
+    interrupt, the resume its answer; a worker in this process runs the job."""
+    app = make_app()
+
+    @app.job("add", tool=True, description="Add n to a.", input_schema=ADD)
+    def add(ctx: tenure.JobContext, payload: Any) -> Any:
+        return {"sum": payload["a"] + ctx.wait_for("n", timeout=60)}
+
+    def model(state: MessagesState) -> Any:
+        if any(isinstance(m, ToolMessage) for m in state["messages"]):
+            return {"messages": [AIMessage(content="done")]}
+        call = {"name": "add", "args": {"a": 1}, "id": "call_a", "type": "tool_call"}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", ToolNode([durable_tool(app, "add")]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges(
+        "model", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
+    )
+    builder.add_edge("tools", "model")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t-async"}}
+
+    async def scenario() -> tuple[Any, Any]:
+        asked = await graph.ainvoke({"messages": [("user", "add")]}, config)
+        return asked, await graph.ainvoke(Command(resume=41), config)
+
+    with tenure.Worker(app, poll_interval=0.05):
+        asked, done = asyncio.run(scenario())
+    (job,) = app.ledger.list(kind="add")
+    assert [i.value for i in asked["__interrupt__"]] == [
+        {"tenure_job": job.id, "signal": "n", "call": "t-async:call_a"}
+    ]
+    tool_message = done["messages"][-2]
+    assert (tool_message.content, tool_message.artifact) == (
+        '{"sum":42}',
+        {"job_id": job.id, "result": {"sum": 42}},
+    )
+
+
 def test_a_failed_job_is_the_tools_error_and_a_call_without_ids_makes_no_job(
     ledger: tenure.Ledger,
 ) -> None:
     """Outside a graph (no thread id) or without a tool call id the tool refuses; arguments
-    that break the schema are a tool error and no job; a cancelled job is a tool error."""
+    that break the schema are a tool error and no job; a cancelled job is a tool error; a job
+    not ended in time raises."""
     pay = durable_tool(ledger, "pay", args_schema=AMOUNT)
     call = {"name": "pay", "args": {"amount": 3}, "id": "call_1", "type": "tool_call"}
     with pytest.raises(MissingCallIdentity, match="thread id"):
@@ -154,3 +206,9 @@ def test_a_failed_job_is_the_tools_error_and_a_call_without_ids_makes_no_job(
     ledger.cancel(job_id)
     cancelled = pay.invoke(call, config)
     assert (cancelled.status, cancelled.content) == ("error", f"job {job_id} was cancelled")
+    slow = durable_tool(ledger, "pay", args_schema=AMOUNT, timeout=0.3)
+    with pytest.raises(TimeoutError, match=r"has not ended after 0\.3 s"):
+        slow.invoke({**call, "id": "call_2"}, config)  # no worker: the step fails, the job stays
+    assert ledger.get(ledger.submit("pay", {"amount": 3}, idempotency_key="t:call_2")).state == (
+        JobState.QUEUED
+    )

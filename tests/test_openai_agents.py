@@ -130,7 +130,7 @@ def test_a_cancelled_job_is_the_models_tool_error_and_bad_calls_make_no_job(
 ) -> None:
     """No run key: the tool refuses and no job is made. Arguments that break the schema: a
     tool error for the model, no job. A job cancelled while the agent waits: the model is told
-    so (never a success)."""
+    so (never a success). A job not ended in time: the run stops."""
     pay = durable_tool(ledger, "pay", params_schema=AMOUNT)
     with pytest.raises(UserError, match="run key") as refused:
         asyncio.run(Runner.run(agent([pay], [asks_to_pay(3)]), "Pay 3."))
@@ -150,6 +150,15 @@ def test_a_cancelled_job_is_the_models_tool_error_and_bad_calls_make_no_job(
 
     job, result = asyncio.run(cancelled())
     assert final(result) == f"done: error: job {job.id} was cancelled"
+
+    # No worker: past its timeout the tool raises (the run stops), never a success or an error
+    # the model would retry with a new call; the job stays, for the resumed run to find.
+    slow = durable_tool(ledger, "pay", params_schema=AMOUNT, run_key="order-9", timeout=0.3)
+    with pytest.raises(UserError, match=r"has not ended after 0\.3 s") as late:
+        asyncio.run(Runner.run(agent([slow], [asks_to_pay(9)]), "Pay 9."))
+    assert isinstance(late.value.__cause__, TimeoutError)
+    waiting = [j for j in ledger.list(kind="pay") if j.id != job.id]
+    assert [j.state for j in waiting] == [JobState.QUEUED]
 
 
 def test_an_app_gives_the_tool_its_job_classes_words_and_schema(make_app: Any) -> None:

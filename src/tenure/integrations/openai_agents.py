@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
 from tenure.errors import InvalidArgument, JobFailed
@@ -27,6 +27,8 @@ RUN_KEY_ATTRIBUTE = "tenure_run_key"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 RunKey = str | Callable[[ToolContext[Any]], str]
+# The SDK's own per-call policy: (run context, the call's arguments, call id) -> needs approval?
+ApprovalPolicy = Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
 
 
 class MissingRunKey(InvalidArgument):
@@ -44,7 +46,7 @@ def durable_tool(
     timeout: float | None = None,
     run_key: RunKey | None = None,
     tenant: str | None = None,
-    needs_approval: bool = False,
+    needs_approval: bool | ApprovalPolicy = False,
 ) -> FunctionTool:
     """A `FunctionTool` that submits its arguments as a `kind` job and returns its result.
 
