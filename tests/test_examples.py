@@ -52,3 +52,14 @@ def test_the_agent_loop_killed_at_step_one_resumes_with_exactly_two_side_effects
     ) in lines
     assert "run status: succeeded | attempt 2 | model calls: 2" in lines
     assert lines[-1] == "REAL tool side effects executed: 2"
+
+
+def test_the_golden_set_example_passes_itself_and_catches_the_injection(db_url: str) -> None:
+    """examples/golden.py: seven tickets recorded, `tenure eval` of the recording against
+    itself exits 0, against the candidate that obeys the injection exits 1, no reply sent."""
+    run = run_example("examples/golden.py", db_url)
+    assert "recorded 7 jobs" in run.stdout
+    assert "total: assertions passed 21/21 recorded, 21/21 replayed" in run.stdout
+    assert "total: assertions passed 21/21 recorded, 20/21 replayed" in run.stdout
+    assert "fails no_refund_that_is_not_owed: injection: refunded 1000 EUR" in run.stdout
+    assert run.stdout.splitlines()[-1] == "replies sent after both evaluations: 3"

@@ -106,7 +106,7 @@ def test_every_python_block_runs_as_written(
 # module or the benchmark (CI runs `bench/run.py --quick`); `export` sets the shell's database.
 _OTHERS = ("pip ", "curl ", "python ", "export ", "-H ", "TENURE_ADMIN_KEY_SHA256=")
 # `tenure` commands that run for long (or for ever): their arguments are parsed, not run here.
-_LONG = ("worker", "serve", "mcp", "demo", "chaos", "replay")
+_LONG = ("worker", "serve", "mcp", "demo", "chaos", "replay", "eval")
 
 
 def shell_commands() -> list[tuple[int, str]]:

@@ -19,6 +19,7 @@ H = TypeVar("H", bound=Handler)
 ResumeCheck = Callable[[Any, dict[str, Any]], None]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 M = TypeVar("M", bound=Migration)
+A = TypeVar("A", bound=Callable[[Any, Any], Any])
 
 DEFAULT_URL = "sqlite:///tenure.db"
 
@@ -144,6 +145,8 @@ class App:
         self.job_classes: dict[str, JobClass] = {}
         # kind -> from_version -> pure function checkpoint(vN) -> checkpoint(vN+1)
         self.checkpoint_migrations: dict[str, dict[int, Migration]] = {}
+        # kind -> business assertions of (payload, result), run by `tenure eval`
+        self.assertions: dict[str, list[Callable[[Any, Any], Any]]] = {}
         self._ledger: Ledger | None = None
 
     def job(
@@ -205,6 +208,22 @@ class App:
                 )
             )
             return handler
+
+        return register
+
+    def assertion(self, kind: str) -> Callable[[A], A]:
+        """Register a business assertion of `kind`: `check(payload, result)` passes by
+        returning True or None, fails by returning False or raising (the message of an
+        `AssertionError` is the reason). `tenure eval` judges a recording and its replay with
+        them; the result is None for a job that did not succeed."""
+        if not isinstance(kind, str) or not kind:
+            raise InvalidJobClass(f"an assertion needs the kind it judges, got {kind!r}")
+
+        def register(check: A) -> A:
+            if not callable(check):
+                raise InvalidJobClass(f"assertion for {kind!r}: {check!r} is not callable")
+            self.assertions.setdefault(kind, []).append(check)
+            return check
 
         return register
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tenure.cli.commands import (
     cmd_cancel,
+    cmd_eval,
     cmd_events,
     cmd_jobs,
     cmd_migrate,
@@ -110,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--against", metavar="MODULE:APP", help="replay through this app's handler instead"
     )
+    p = add("eval", cmd_eval, "replay a golden set through a candidate, judged by assertions")
+    p.add_argument("--app", required=True, metavar="MODULE:APP", help="the baseline app")
+    p.add_argument("--against", metavar="MODULE:APP", help="the candidate (default: --app)")
+    golden = p.add_mutually_exclusive_group(required=True)
+    golden.add_argument("--kind", help="the finished jobs of this kind make the set")
+    golden.add_argument("--jobs", metavar="FILE", help="job ids, one per line or a JSON list")
+    p.add_argument("--since", default="7d", metavar="AGE", help="with --kind (default 7d)")
     p = add("purge", cmd_purge, "delete old terminal jobs with their events, stages, effects")
     p.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 90m")
     p.add_argument(

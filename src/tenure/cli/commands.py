@@ -7,8 +7,10 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from tenure.cli.common import (
+    EXIT_FAILURE,
     EXIT_OK,
     UsageError,
     _plain,
@@ -19,6 +21,7 @@ from tenure.cli.common import (
     job_dict,
     load_app,
 )
+from tenure.evaluation import evaluate, golden_set, read_job_ids
 from tenure.ledger import Ledger
 from tenure.ledger.waits import describe_wait
 from tenure.replay import replay
@@ -241,6 +244,58 @@ def cmd_replay(ledger: Ledger, args: argparse.Namespace) -> int:
         print(f"  the replayed handler raised {report.error}")
     print(f"{report.differences} difference(s)")
     return EXIT_OK
+
+
+def cmd_eval(ledger: Ledger, args: argparse.Namespace) -> int:
+    """Exit 1 when the candidate passes fewer assertions than the recording."""
+    baseline = load_app(args.app)
+    candidate = load_app(args.against) if args.against else baseline
+    if args.jobs:
+        job_ids = read_job_ids(Path(args.jobs))
+    else:
+        job_ids = golden_set(ledger, args.kind, parse_age(args.since))
+    names = (args.app, args.against or args.app)
+    report = evaluate(ledger, job_ids, baseline, candidate, names=names)
+    if args.json:
+        _print_json({"jobs": [asdict(job) for job in report.jobs], "totals": report.totals()})
+        return EXIT_FAILURE if report.regressed else EXIT_OK
+    print(
+        f"golden set: {len(report.jobs)} job(s), replayed through {names[1]} and judged by "
+        f"{names[0]}'s assertions; effects were not sent"
+    )
+    for job in report.jobs:
+        replayed = "not replayed" if job.recorded_state == "cancelled" else "replayed"
+        print(
+            f"  {job.job_id[:8]} {job.kind} {job.recorded_state:9} assertions "
+            f"{job.recorded_passed}/{job.assertions} recorded, {job.replayed_passed}/"
+            f"{job.assertions} {replayed}; stages differ {job.stages_differ}; effects "
+            f"+{job.effects_added} -{job.effects_dropped}"
+        )
+        if job.differing:
+            print(f"      differs at {', '.join(job.differing)}")
+        for failure in job.failures:
+            print(f"      fails {failure}")
+    totals = report.totals()
+    print(
+        f"total: assertions passed {totals['recorded_passed']}/{totals['assertions']} recorded, "
+        f"{totals['replayed_passed']}/{totals['assertions']} replayed; stages differ "
+        f"{totals['stages_differ']}; effects added {totals['effects_added']}, dropped "
+        f"{totals['effects_dropped']}"
+    )
+    print(
+        f"p95 duration: recorded {_ms(totals['recorded_p95_ms'])}, replayed "
+        f"{_ms(totals['replayed_p95_ms'])}; cost: not recorded yet (ctx.report_cost comes "
+        "with rollouts)"
+    )
+    if report.regressed:
+        print("the candidate passes fewer assertions than the recording: exit 1")
+        return EXIT_FAILURE
+    print("the candidate passes as many assertions as the recording")
+    return EXIT_OK
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} ms"
 
 
 def cmd_tenant_create(ledger: Ledger, args: argparse.Namespace) -> int:
