@@ -11,7 +11,6 @@ fewer assertions than the recording did.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 from tenure.app import App
 from tenure.errors import InvalidArgument
 from tenure.ledger import Ledger
+from tenure.ledger.rollouts import p95
 from tenure.replay import ReplayReport, replay
 from tenure.types import JSON, EventType, Job, JobState
 from tenure.validation import check_job_id
@@ -89,14 +89,6 @@ class EvaluationReport:
             "replayed_p95_ms": p95([job.replayed_ms for job in self.jobs]),
             "regressed": self.regressed,
         }
-
-
-def p95(values: list[float]) -> float | None:
-    """The nearest-rank 95th percentile (None for no values)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 3)
 
 
 def golden_set(ledger: Ledger, kind: str, since_seconds: float) -> list[str]:

@@ -72,6 +72,7 @@ class ReplayContext:
         self.token = job.fencing_token
         self.attempt = job.attempt
         self.payload = job.payload
+        self.variant = job.variant
         self.lease_until: datetime | None = None
         self.cancelled = threading.Event()
         self.cancel_reason: CancelReason | None = None
@@ -80,6 +81,9 @@ class ReplayContext:
         self._position = 0
         self._names = StageNames()
         self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
+
+    def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
+        """A replay spends nothing that counts: nothing is recorded."""
 
     @property
     def checkpoint(self) -> dict[str, Any]:

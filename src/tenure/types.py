@@ -101,6 +101,8 @@ class Job:
     """What a `waiting` job waits for: {"for": "signal"|"jobs"|"timer", "name"?, "jobs"?,
     "position", "until"?} (`until` an ISO time by the database's clock); kept after the wait
     until the next one."""
+    variant: str | None = None
+    """The rollout variant the job was given at submit (None: the stable one)."""
 
     @property
     def terminal(self) -> bool:
@@ -130,6 +132,7 @@ class Lease:
     step: int = 0
     checkpoint: JSON = field(default=None, repr=False)
     wait: dict[str, Any] | None = None
+    variant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,3 +225,36 @@ class Effect:
     fence: int
     in_doubt: bool
     job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """A kind's rollout: new jobs of the kind get `variant` (for `tenants`, or everyone when
+    None; `percent` of them, by a stable share of the job id); the breaker trips it once."""
+
+    kind: str
+    variant: str
+    tenants: list[str] | None
+    percent: float
+    max_failure_rate: float | None
+    max_cost_ratio: float | None
+    min_jobs: int
+    on_trip: str
+    state: str
+    started_at: datetime
+    tripped_at: datetime | None = None
+    trip: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutJob:
+    """One job of a rollout's kind, as its comparison reads it."""
+
+    variant: str | None
+    state: JobState
+    attempt: int
+    created_at: datetime
+    updated_at: datetime
+    tokens: int
+    usd: float
+    in_doubt: int

@@ -214,3 +214,20 @@ def pay_confirmed(ctx: tenure.JobContext, payload: Any) -> Any:
         "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
     )
     return {"paid": receipt["amount_cents"], "approval": approval, "confirm": confirmation}
+
+
+# -- rollouts (tests/test_rollouts.py) -------------------------------------------------------
+@app.job("variant_echo", **FAST)
+def variant_echo(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Says which variant it ran as, and where."""
+    return {"variant": ctx.variant, "by": NAME}
+
+
+@app.job("flaky_candidate", **FAST)
+def flaky_candidate(ctx: tenure.JobContext, payload: Any) -> Any:
+    """The candidate variant fails two jobs in five and spends more; stable does neither."""
+    candidate = ctx.variant == "v2"
+    ctx.report_cost(tokens=300 if candidate else 100, usd=0.03 if candidate else 0.01)
+    if candidate and payload["n"] % 5 < 2:
+        raise tenure.NonRetryable("the candidate got it wrong")
+    return {"n": payload["n"], "variant": ctx.variant}

@@ -37,6 +37,7 @@ from tenure.cli.processes import (
     cmd_serve,
     cmd_worker,
 )
+from tenure.cli.rollouts import add_rollout_commands
 from tenure.errors import InvalidArgument, TenureError
 from tenure.ledger import Ledger, connect
 from tenure.types import JobState
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
     p.add_argument("--yes", action="store_true", help="confirm an age under a minute")
     _add_tenant_commands(sub)
+    add_rollout_commands(sub, _add_command, _common)
     _add_process_commands(sub)
     return parser
 
@@ -170,30 +172,7 @@ def _add_tenant_commands(sub: Any) -> None:
 
 def _add_process_commands(sub: Any) -> None:
     """`worker`, `demo` and `chaos`: commands that run processes rather than one operation."""
-    p = sub.add_parser(
-        "worker",
-        help="run the handlers of an app",
-        description="Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT "
-        "(a second signal skips the grace period).",
-    )
-    _common(p, top=False)
-    p.set_defaults(standalone=cmd_worker)
-    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
-    p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
-    p.add_argument(
-        "--grace",
-        type=float,
-        default=30.0,
-        help="seconds running handlers get on shutdown before their leases are released",
-    )
-    p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
-    p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        help="serve this worker's Prometheus metrics on 127.0.0.1:PORT/metrics",
-    )
+    _add_worker_command(sub)
     p = sub.add_parser(
         "serve",
         help="run the HTTP API, dashboard, /readyz and /metrics",
@@ -304,3 +283,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
+
+
+def _add_worker_command(sub: Any) -> None:
+    """`tenure worker MODULE:APP`."""
+    p = sub.add_parser(
+        "worker",
+        help="run the handlers of an app",
+        description="Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT "
+        "(a second signal skips the grace period).",
+    )
+    _common(p, top=False)
+    p.set_defaults(standalone=cmd_worker)
+    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds running handlers get on shutdown before their leases are released",
+    )
+    p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
+    p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
+    p.add_argument(
+        "--variants",
+        action="append",
+        metavar="KIND=VARIANT[,...]",
+        help="of KIND, run only these rollout variants ('stable': jobs without one); repeatable",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this worker's Prometheus metrics on 127.0.0.1:PORT/metrics",
+    )

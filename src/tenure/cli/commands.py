@@ -284,8 +284,7 @@ def cmd_eval(ledger: Ledger, args: argparse.Namespace) -> int:
     )
     print(
         f"p95 duration: recorded {_ms(totals['recorded_p95_ms'])}, replayed "
-        f"{_ms(totals['replayed_p95_ms'])}; cost: not recorded yet (ctx.report_cost comes "
-        "with rollouts)"
+        f"{_ms(totals['replayed_p95_ms'])}; cost: not in this report yet"
     )
     if report.regressed:
         print("the candidate passes fewer assertions than the recording: exit 1")

@@ -15,6 +15,7 @@ from tenure.cli.common import (
     _url,
     load_app,
 )
+from tenure.cli.rollouts import parse_variants
 from tenure.logs import configure_json_logging
 from tenure.runtime.worker import Worker
 
@@ -29,6 +30,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         grace=args.grace,
         poll_interval=args.poll,
         kinds=args.kinds or None,
+        variants=parse_variants(args.variants),
     )
     if args.metrics_port is not None:
         _serve_worker_metrics(worker, args.metrics_port)

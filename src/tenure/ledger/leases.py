@@ -50,6 +50,7 @@ class Leases(Limits):
         *,
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
+        variants: Mapping[str, Sequence[str]] | None = None,
     ) -> Lease | None:
         """Atomically take the best claimable job (priority, then age), or None.
 
@@ -58,7 +59,9 @@ class Leases(Limits):
         leases of the kinds asked for: a job with no attempts left becomes `failed`
         (`lease_expired`).
         """
-        leases = self.claim_many(owner_id, limit=1, kinds=kinds, lease_seconds=lease_seconds)
+        leases = self.claim_many(
+            owner_id, limit=1, kinds=kinds, lease_seconds=lease_seconds, variants=variants
+        )
         return leases[0] if leases else None
 
     def claim_many(
@@ -69,14 +72,16 @@ class Leases(Limits):
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
         kind_limits: Mapping[str, int] | None = None,
+        variants: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Lease]:
         """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
 
         With `kind_limits` ({kind: n}), or once any tenant has a limit (`set_tenant_limit`),
         the claim keeps every kind and tenant within its limit, across workers: a serialised
-        transaction of a few statements instead of one.
+        transaction of a few statements instead of one. `variants` ({kind: [variant, ...]},
+        "stable" for jobs without one): of those kinds, claim only those variants.
         """
-        request = _claim_request(owner_id, kinds, lease_seconds, limit)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants)
         limits = {
             check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
             for kind, n in (kind_limits or {}).items()
@@ -97,11 +102,12 @@ class Leases(Limits):
         limit: int,
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
+        variants: Mapping[str, Sequence[str]] | None = None,
     ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
         """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
         finished and takes its next jobs in one round trip. Returns the answers per job (as
         `complete_many`) and the new leases."""
-        request = _claim_request(owner_id, kinds, lease_seconds, limit)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants)
         answers, leases = self._publish(outcomes, request)
         self._log_claims(leases, request.owner_id)
         return answers, leases
@@ -393,7 +399,11 @@ class Leases(Limits):
 
 
 def _claim_request(
-    owner_id: str, kinds: Sequence[str] | None, lease_seconds: float, limit: int
+    owner_id: str,
+    kinds: Sequence[str] | None,
+    lease_seconds: float,
+    limit: int,
+    variants: Mapping[str, Sequence[str]] | None = None,
 ) -> ClaimRequest:
     """A validated claim: bad input raises `InvalidArgument` before anything is sent."""
     return ClaimRequest(
@@ -401,7 +411,19 @@ def _claim_request(
         kinds=_kinds(kinds),
         lease_seconds=check_seconds(lease_seconds, "lease_seconds"),
         limit=check_int(limit, "limit", 1),
+        pinned=pinned_variants(variants),
     )
+
+
+def pinned_variants(variants: Mapping[str, Sequence[str]] | None) -> tuple[str, ...]:
+    """{kind: [variant, ...]} as the claim's "kind@variant" entries (checked)."""
+    entries: list[str] = []
+    for kind, names in (variants or {}).items():
+        check_name(kind, "kind")
+        if isinstance(names, str) or not names:
+            raise InvalidArgument(f"the variants of {kind!r} must be a non-empty list of names")
+        entries += [f"{kind}@{check_name(name, 'variant')}" for name in names]
+    return tuple(sorted(set(entries)))
 
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:

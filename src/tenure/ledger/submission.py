@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tenure.errors import IdempotencyConflict, InvalidArgument
-from tenure.ledger.core import LedgerCore, event_detail
+from tenure.ledger.core import event_detail
+from tenure.ledger.rollouts import Rollouts
 from tenure.logs import emit
 from tenure.storage import NewJob
 from tenure.types import JSON
@@ -34,7 +35,7 @@ class _Placement:
     delay_seconds: float
 
 
-class Submission(LedgerCore):
+class Submission(Rollouts):
     """`submit`, `submit_or_find`, `submit_many`, and the wake-ups they cause."""
 
     def submit(
@@ -166,8 +167,10 @@ class Submission(LedgerCore):
     ) -> tuple[NewJob, EncodedJson]:
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
         encoded = encode_json(payload, "payload", self.max_payload_bytes)
+        job_id = str(uuid.uuid4())
+        variant = self._variant_for(placement.kind, placement.tenant, job_id)
         job = NewJob(
-            id=str(uuid.uuid4()),
+            id=job_id,
             kind=placement.kind,
             tenant=placement.tenant,
             max_attempts=placement.max_attempts,
@@ -183,8 +186,10 @@ class Submission(LedgerCore):
                 payload_bytes=encoded.size,
                 priority=placement.priority,
                 **({} if parent_id is None else {"parent_id": parent_id}),
+                **({} if variant is None else {"variant": variant}),
             ),
             parent_id=parent_id,
+            variant=variant,
         )
         return job, encoded
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +34,7 @@ class ClaimSpec:
     kinds: Sequence[str]
     lease_seconds: float
     limit: int
+    variants: Mapping[str, Sequence[str]] | None = None
 
 
 class Claimer(Protocol):
@@ -151,6 +152,7 @@ class Committer:
                     limit=spec.limit,
                     kinds=spec.kinds,
                     lease_seconds=spec.lease_seconds,
+                    variants=spec.variants,
                 )
         except OwnershipUnknown as exc:
             for item in batch:

@@ -70,6 +70,8 @@ class JobContext:
         self.token = lease.token
         self.attempt = lease.attempt
         self.payload = lease.payload
+        # The rollout variant the job got at submit (None: stable): a model, a prompt version.
+        self.variant = lease.variant
         self._run = run
         self._ledger = ledger
         self._keeper = keeper
@@ -96,6 +98,10 @@ class JobContext:
     def lease_until(self) -> datetime:
         """The lease end the database last confirmed."""
         return self._run.lease_until
+
+    def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
+        """Record what this attempt spent (a rollout compares it by variant)."""
+        self._ledger.report_cost(self.job_id, self.attempt, tokens, usd)
 
     def check(self) -> None:
         """Raise `JobCancelled` if the job may no longer go on."""

@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
@@ -43,6 +43,7 @@ from tenure.errors import (
     ToolOutcomeUnknown,
 )
 from tenure.ledger import Ledger, backoff_delay
+from tenure.ledger.leases import pinned_variants
 from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
@@ -93,9 +94,8 @@ class Worker:
     """Runs the app's job classes: `Worker(app, concurrency=8).run()` blocks until stopped.
 
     `with Worker(app) as worker:` runs it on background threads (for embedding and tests).
-    SIGTERM or SIGINT (when `run()` is called on the main thread) stop claiming, give running
-    handlers `grace` seconds, then release the leases of those still running; a second signal
-    stops at once.
+    SIGTERM or SIGINT (when `run()` is on the main thread) stop claiming, give running handlers
+    `grace` seconds, then release the leases of those still running; a second stops at once.
     """
 
     def __init__(
@@ -108,6 +108,7 @@ class Worker:
         poll_interval: float = 1.0,
         grace: float = 30.0,
         kinds: list[str] | None = None,
+        variants: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not app.job_classes:
             raise TenureError("the app has no job classes: register handlers with @app.job")
@@ -122,6 +123,8 @@ class Worker:
         self.poll_interval = poll_interval
         self.grace = grace
         self.kinds = kinds or sorted(app.job_classes)
+        self.variants = dict(variants or {})  # of those kinds, only these (a code rollout)
+        pinned_variants(self.variants)  # a typo fails here, at start, not at each claim
         self._url = url
         self._live: _Running | None = None
         self._runs: dict[str, JobRun] = {}
@@ -331,7 +334,7 @@ class Worker:
         if not granted:
             return None
         lease_seconds, kinds = self._lease_groups()[0]
-        return ClaimSpec(self.worker_id, kinds, lease_seconds, granted)
+        return ClaimSpec(self.worker_id, kinds, lease_seconds, granted, self.variants)
 
     def claimed(self, spec: ClaimSpec, leases: list[Lease], sent_at: float) -> None:
         """Start what the committer's statement claimed; free the rest of the reservation."""
@@ -431,6 +434,7 @@ class Worker:
                     kinds=kinds,
                     lease_seconds=lease_seconds,
                     kind_limits=self._kind_limits,
+                    variants=self.variants,
                 )
                 self.claim_latency.observe(time.monotonic() - sent_at)
                 for lease in leases:
@@ -565,11 +569,8 @@ class Worker:
             except StoreUnavailable:
                 run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
-            keeper.count(
-                {"complete": "succeeded", "release": "released"}.get(
-                    action, "failed" if str(outcome) == "failed" else "retried"
-                )
-            )
+            counted = {"complete": "succeeded", "release": "released"}
+            keeper.count(counted.get(action, "failed" if str(outcome) == "failed" else "retried"))
             return
 
     def _tool_outcome_unknown(self, run: JobRun, cause: str) -> None:

@@ -16,7 +16,18 @@ from datetime import datetime
 from typing import Protocol
 
 from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
-from tenure.types import JSON, Event, Job, JobState, Lease, PurgeBatch, Stage, StageKind
+from tenure.types import (
+    JSON,
+    Event,
+    Job,
+    JobState,
+    Lease,
+    PurgeBatch,
+    Rollout,
+    RolloutJob,
+    Stage,
+    StageKind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +46,26 @@ class NewJob:
     priority: int
     detail_json: str
     parent_id: str | None = None
+    variant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimRequest:
     """A claim: for `owner_id`, of `kinds` (None: every kind), with a lease of `lease_seconds`,
-    up to `limit` jobs (0: none); `only_ids` narrows it to jobs a limited claim chose."""
+    up to `limit` jobs (0: none); `only_ids` narrows it to jobs a limited claim chose.
+    `pinned` ("kind@variant", "stable" for no variant): of a kind named there, only those
+    variants are claimed (a code rollout's workers); other kinds, any variant."""
 
     owner_id: str
     kinds: Sequence[str] | None
     lease_seconds: float
     limit: int
     only_ids: Sequence[str] | None = None
+    pinned: Sequence[str] = ()
+
+    @property
+    def pinned_kinds(self) -> list[str]:
+        return sorted({entry.rsplit("@", 1)[0] for entry in self.pinned})
 
 
 # A statement that only publishes: no kinds, no room.
@@ -353,6 +372,30 @@ class Store(Protocol):
 
     def tenants(self) -> list[TenantRecord]:
         """Every tenant, by name."""
+        ...
+
+    def start_rollout(self, rollout: Rollout) -> bool:
+        """Store the kind's rollout; False if the kind has one (nothing written)."""
+        ...
+
+    def rollouts(self) -> list[Rollout]:
+        """Every rollout, by kind."""
+        ...
+
+    def stop_rollout(self, kind: str) -> bool:
+        """Remove the kind's rollout; False if it had none."""
+        ...
+
+    def trip_rollout(self, kind: str, trip_json: str) -> bool:
+        """Trip the kind's active rollout; True for the one call that did it."""
+        ...
+
+    def report_cost(self, job_id: str, attempt: int, tokens: int, usd: float) -> None:
+        """Record what an attempt of the job spent."""
+        ...
+
+    def rollout_jobs(self, kind: str, since: datetime) -> list[RolloutJob]:
+        """The kind's jobs created since `since`, with their costs and steps in doubt."""
         ...
 
     def fence_transaction(self) -> AbstractContextManager[FenceTx]:

@@ -81,6 +81,7 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         updated_at=decode.time(row["updated_at"]),
         parent_id=None if row["parent_id"] is None else str(row["parent_id"]),
         wait=decode.json(row["wait"]),
+        variant=row["variant"],
     )
 
 
@@ -101,6 +102,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         step=int(row["step"]),
         checkpoint=decode.json(row["checkpoint"]),
         wait=decode.json(row["wait"]),
+        variant=row["variant"],
     )
 
 

@@ -43,7 +43,7 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest, decide, wait_document
-from tenure.types import Event, Job, JobState, Lease, Stage
+from tenure.types import Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
 
 Params = Mapping[str, Any]
 
@@ -118,6 +118,8 @@ class SqlStore(Store, ABC):
                 "limited_claim__window",
                 {
                     "kinds": self._array(request.kinds),
+                    "pinned": self._array(request.pinned),
+                    "pinned_kinds": self._array(request.pinned_kinds),
                     "full_tenants": self._array(plan.full_tenants),
                     "full_kinds": self._array(plan.full_kinds),
                     "window": request.limit * WINDOW_PER_SLOT,
@@ -138,6 +140,69 @@ class SqlStore(Store, ABC):
             self._write_rows("set_tenant_limit__clear", {"name": tenant})
         else:
             self._write_rows("set_tenant_limit", {"name": tenant, "n": limit})
+
+    # -- rollouts ----------------------------------------------------------------------------
+
+    def start_rollout(self, rollout: Rollout) -> bool:
+        tenants = None if rollout.tenants is None else json.dumps(rollout.tenants)
+        params = {
+            "kind": rollout.kind,
+            "variant": rollout.variant,
+            "tenants": tenants,
+            "percent": rollout.percent,
+            "max_failure_rate": rollout.max_failure_rate,
+            "max_cost_ratio": rollout.max_cost_ratio,
+            "min_jobs": rollout.min_jobs,
+            "on_trip": rollout.on_trip,
+        }
+        return bool(self._write_rows("start_rollout", params))
+
+    def rollouts(self) -> list[Rollout]:
+        return [
+            Rollout(
+                kind=row["kind"],
+                variant=row["variant"],
+                tenants=self.decode.json(row["tenants"]),
+                percent=float(row["percent"]),
+                max_failure_rate=row["max_failure_rate"],
+                max_cost_ratio=row["max_cost_ratio"],
+                min_jobs=int(row["min_jobs"]),
+                on_trip=row["on_trip"],
+                state=row["state"],
+                started_at=self.decode.time(row["started_at"]),
+                tripped_at=None
+                if row["tripped_at"] is None
+                else self.decode.time(row["tripped_at"]),
+                trip=self.decode.json(row["trip"]),
+            )
+            for row in self._read_rows("rollouts")
+        ]
+
+    def stop_rollout(self, kind: str) -> bool:
+        return bool(self._write_rows("stop_rollout", {"kind": kind}))
+
+    def trip_rollout(self, kind: str, trip_json: str) -> bool:
+        return bool(self._write_rows("trip_rollout", {"kind": kind, "trip": trip_json}))
+
+    def report_cost(self, job_id: str, attempt: int, tokens: int, usd: float) -> None:
+        params = {"job_id": job_id, "attempt": attempt, "tokens": tokens, "usd": usd}
+        self._write_rows("report_cost", params)
+
+    def rollout_jobs(self, kind: str, since: datetime) -> list[RolloutJob]:
+        rows = self._read_rows("rollout_jobs", {"kind": kind, "since": self._time_param(since)})
+        return [
+            RolloutJob(
+                variant=row["variant"],
+                state=JobState(row["state"]),
+                attempt=int(row["attempt"]),
+                created_at=self.decode.time(row["created_at"]),
+                updated_at=self.decode.time(row["updated_at"]),
+                tokens=int(row["tokens"]),
+                usd=float(row["usd"]),
+                in_doubt=int(row["in_doubt"]),
+            )
+            for row in rows
+        ]
 
     # -- waits -------------------------------------------------------------------------------
 

@@ -19,11 +19,11 @@ WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                              payload_sha256, run_after, priority, created_at, updated_at,
-                             parent_id)
+                             parent_id, variant)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
            COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
-           %(priority)s, clock.now, clock.now, %(parent_id)s::uuid
+           %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -43,16 +43,16 @@ LEFT JOIN LATERAL (
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 given AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(payloads)s::jsonb[], %(payload_sha256s)s::text[],
-                         %(details)s::jsonb[])
-        WITH ORDINALITY AS g (id, payload, payload_sha256, detail, position)
+                         %(details)s::jsonb[], %(variants)s::text[])
+        WITH ORDINALITY AS g (id, payload, payload_sha256, detail, variant, position)
 ),
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                             priority, created_at, updated_at)
+                             priority, created_at, updated_at, variant)
     SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
            given.payload_sha256,
            COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
-           %(priority)s, clock.now, clock.now
+           %(priority)s, clock.now, clock.now, given.variant
     FROM given, clock
     ORDER BY given.position
     RETURNING id, created_at, run_after <= created_at AS due
@@ -144,6 +144,8 @@ expired_candidate AS (
     WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
+           OR j.kind || '@' || COALESCE(j.variant, 'stable') = ANY (%(pinned)s::text[]))
       AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
     ORDER BY j.lease_until
     LIMIT %(limit)s
@@ -154,6 +156,8 @@ queued_candidate AS (
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
+           OR j.kind || '@' || COALESCE(j.variant, 'stable') = ANY (%(pinned)s::text[]))
       AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
     ORDER BY j.priority DESC, j.seq
     LIMIT %(limit)s
@@ -166,6 +170,8 @@ waiting_candidate AS (
     FROM tenure_jobs j
     WHERE j.state = 'waiting' AND j.run_after <= (SELECT now FROM clock)
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
+      AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
+           OR j.kind || '@' || COALESCE(j.variant, 'stable') = ANY (%(pinned)s::text[]))
       AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY (%(only_ids)s::uuid[]))
     ORDER BY j.run_after
     LIMIT %(limit)s
@@ -188,7 +194,7 @@ claimed AS (
     FROM candidate, clock
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
-              j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait,
+              j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
               clock.now AS claimed_at, candidate.was_state, candidate.was_owner
 ),
 logged AS (
@@ -219,11 +225,12 @@ logged AS (
     ORDER BY ord, job_id
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
-       max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait
+       max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
+       variant
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 
@@ -411,7 +418,7 @@ RETURNING seq;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait
+       wait, variant
 FROM tenure_jobs
 WHERE id = %(job_id)s::uuid;
 
@@ -419,7 +426,7 @@ WHERE id = %(job_id)s::uuid;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait
+       wait, variant
 FROM tenure_jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
@@ -712,6 +719,8 @@ SELECT id::text AS id, tenant, kind FROM (
     (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
      WHERE state = 'running' AND lease_until <= clock_timestamp() AND attempt < max_attempts
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
+            OR kind || '@' || COALESCE(variant, 'stable') = ANY (%(pinned)s::text[]))
        AND NOT (tenant = ANY (%(full_tenants)s::text[]))
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY lease_until LIMIT %(window)s)
@@ -719,6 +728,8 @@ SELECT id::text AS id, tenant, kind FROM (
     (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
      WHERE state = 'queued' AND run_after <= clock_timestamp()
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
+            OR kind || '@' || COALESCE(variant, 'stable') = ANY (%(pinned)s::text[]))
        AND NOT (tenant = ANY (%(full_tenants)s::text[]))
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY priority DESC, seq LIMIT %(window)s)
@@ -726,6 +737,8 @@ SELECT id::text AS id, tenant, kind FROM (
     (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
      WHERE state = 'waiting' AND run_after <= clock_timestamp()
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
+       AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
+            OR kind || '@' || COALESCE(variant, 'stable') = ANY (%(pinned)s::text[]))
        AND NOT (tenant = ANY (%(full_tenants)s::text[]))
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY run_after LIMIT %(window)s)
@@ -850,7 +863,45 @@ SELECT id::text AS id FROM suspended;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait
+       wait, variant
 FROM tenure_jobs
 WHERE parent_id = %(job_id)s::uuid
 ORDER BY seq;
+
+-- Rollouts (see ledger.rollouts): one row per kind; the breaker trips in one conditional write.
+
+-- name: start_rollout
+INSERT INTO tenure_rollouts (kind, variant, tenants, percent, max_failure_rate, max_cost_ratio,
+                             min_jobs, on_trip, state, started_at)
+VALUES (%(kind)s, %(variant)s, %(tenants)s::jsonb, %(percent)s, %(max_failure_rate)s,
+        %(max_cost_ratio)s, %(min_jobs)s, %(on_trip)s, 'active', clock_timestamp())
+ON CONFLICT (kind) DO NOTHING
+RETURNING kind;
+
+-- name: rollouts
+SELECT kind, variant, tenants, percent, max_failure_rate, max_cost_ratio, min_jobs, on_trip,
+       state, started_at, tripped_at, trip
+FROM tenure_rollouts ORDER BY kind;
+
+-- name: stop_rollout
+DELETE FROM tenure_rollouts WHERE kind = %(kind)s RETURNING kind;
+
+-- name: trip_rollout
+UPDATE tenure_rollouts SET state = 'tripped', tripped_at = clock_timestamp(),
+                           trip = %(trip)s::jsonb
+WHERE kind = %(kind)s AND state = 'active'
+RETURNING kind;
+
+-- name: report_cost
+INSERT INTO tenure_costs (job_id, attempt, tokens, usd, at)
+VALUES (%(job_id)s::uuid, %(attempt)s, %(tokens)s, %(usd)s, clock_timestamp());
+
+-- name: rollout_jobs
+-- The jobs of a kind since its rollout started, each with what it cost and its steps in doubt.
+SELECT j.variant, j.state, j.attempt, j.created_at, j.updated_at,
+       (SELECT COALESCE(sum(c.tokens), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS tokens,
+       (SELECT COALESCE(sum(c.usd), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS usd,
+       (SELECT count(*) FROM tenure_events e
+        WHERE e.job_id = j.id AND e.type = 'step_in_doubt') AS in_doubt
+FROM tenure_jobs j
+WHERE j.kind = %(kind)s AND j.created_at >= %(since)s;

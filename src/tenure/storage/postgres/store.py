@@ -227,6 +227,7 @@ class PostgresStore(SqlStore):
                 "priority": job.priority,
                 "detail": job.detail_json,
                 "parent_id": job.parent_id,
+                "variant": job.variant,
             },
         )
         return bool(rows)
@@ -243,6 +244,7 @@ class PostgresStore(SqlStore):
                 "payloads": [job.payload_json for job in jobs],
                 "payload_sha256s": [job.payload_sha256 for job in jobs],
                 "details": [job.detail_json for job in jobs],
+                "variants": [job.variant for job in jobs],
                 "kind": first.kind,
                 "tenant": first.tenant,
                 "max_attempts": first.max_attempts,
@@ -431,6 +433,8 @@ def _exchange_params(publish: Publish, request: ClaimRequest) -> dict[str, Any]:
         "lease_seconds": request.lease_seconds,
         "limit": request.limit,
         "only_ids": None if request.only_ids is None else list(request.only_ids),
+        "pinned": list(request.pinned),
+        "pinned_kinds": request.pinned_kinds,
     }
 
 

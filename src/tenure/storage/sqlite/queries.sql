@@ -11,20 +11,21 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 
 -- name: submit
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
-                         payload_sha256, run_after, priority, created_at, updated_at, parent_id)
+                         payload_sha256, run_after, priority, created_at, updated_at, parent_id,
+                         variant)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
-        COALESCE(:run_at, :now + :delay), :priority, :now, :now, :parent_id)
+        COALESCE(:run_at, :now + :delay), :priority, :now, :now, :parent_id, :variant)
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
 -- name: submit_many
--- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text]: one
--- statement for the whole batch, read element by element (linear in the batch).
+-- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text, variant]:
+-- one statement for the whole batch, read element by element (linear in the batch).
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                         priority, created_at, updated_at)
+                         priority, created_at, updated_at, variant)
 SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
-       COALESCE(:run_at, :now + :delay), :priority, :now, :now
+       COALESCE(:run_at, :now + :delay), :priority, :now, :now, json_extract(g.value, '$[4]')
 FROM json_each(:jobs) AS g
 ORDER BY g.key;
 
@@ -70,6 +71,9 @@ SELECT id, state, owner_id FROM (
         SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
         ORDER BY lease_until
         LIMIT :limit
@@ -79,6 +83,9 @@ SELECT id, state, owner_id FROM (
         SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
         ORDER BY priority DESC, rowid
         LIMIT :limit
@@ -88,6 +95,9 @@ SELECT id, state, owner_id FROM (
         SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'waiting' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND (:only_ids IS NULL OR id IN (SELECT value FROM json_each(:only_ids)))
         ORDER BY run_after
         LIMIT :limit
@@ -103,7 +113,7 @@ SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds
     updated_at = :now
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
-          lease_until, wait, :now AS claimed_at;
+          lease_until, wait, variant, :now AS claimed_at;
 
 -- name: extend_many
 -- guard: lease
@@ -188,14 +198,14 @@ RETURNING seq;
 -- name: get
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait
+       run_after, priority, created_at, updated_at, parent_id, wait, variant
 FROM tenure_jobs
 WHERE id = :job_id;
 
 -- name: list_jobs
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait
+       run_after, priority, created_at, updated_at, parent_id, wait, variant
 FROM tenure_jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
@@ -419,6 +429,9 @@ SELECT id, tenant, kind FROM (
         SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
           AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
         ORDER BY lease_until LIMIT :window
@@ -428,6 +441,9 @@ SELECT id, tenant, kind FROM (
         SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
           AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
         ORDER BY priority DESC, rowid LIMIT :window
@@ -437,6 +453,9 @@ SELECT id, tenant, kind FROM (
         SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
         WHERE state = 'waiting' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+          AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
+               OR kind || '@' || COALESCE(variant, 'stable')
+                  IN (SELECT value FROM json_each(:pinned)))
           AND tenant NOT IN (SELECT value FROM json_each(:full_tenants))
           AND kind NOT IN (SELECT value FROM json_each(:full_kinds))
         ORDER BY run_after LIMIT :window
@@ -516,7 +535,44 @@ VALUES (:job_id, 'job_waiting', :now, :token, :owner_id, :detail);
 -- name: children
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait
+       run_after, priority, created_at, updated_at, parent_id, wait, variant
 FROM tenure_jobs
 WHERE parent_id = :job_id
 ORDER BY rowid;
+
+-- Rollouts (see ledger.rollouts): one row per kind; the breaker trips in one conditional write.
+
+-- name: start_rollout
+INSERT INTO tenure_rollouts (kind, variant, tenants, percent, max_failure_rate, max_cost_ratio,
+                             min_jobs, on_trip, state, started_at)
+VALUES (:kind, :variant, :tenants, :percent, :max_failure_rate, :max_cost_ratio, :min_jobs,
+        :on_trip, 'active', :now)
+ON CONFLICT (kind) DO NOTHING
+RETURNING kind;
+
+-- name: rollouts
+SELECT kind, variant, tenants, percent, max_failure_rate, max_cost_ratio, min_jobs, on_trip,
+       state, started_at, tripped_at, trip
+FROM tenure_rollouts ORDER BY kind;
+
+-- name: stop_rollout
+DELETE FROM tenure_rollouts WHERE kind = :kind RETURNING kind;
+
+-- name: trip_rollout
+UPDATE tenure_rollouts SET state = 'tripped', tripped_at = :now, trip = :trip
+WHERE kind = :kind AND state = 'active'
+RETURNING kind;
+
+-- name: report_cost
+INSERT INTO tenure_costs (job_id, attempt, tokens, usd, at)
+VALUES (:job_id, :attempt, :tokens, :usd, :now);
+
+-- name: rollout_jobs
+-- The jobs of a kind since its rollout started, each with what it cost and its steps in doubt.
+SELECT j.variant, j.state, j.attempt, j.created_at, j.updated_at,
+       (SELECT COALESCE(sum(c.tokens), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS tokens,
+       (SELECT COALESCE(sum(c.usd), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS usd,
+       (SELECT count(*) FROM tenure_events e
+        WHERE e.job_id = j.id AND e.type = 'step_in_doubt') AS in_doubt
+FROM tenure_jobs j
+WHERE j.kind = :kind AND j.created_at >= :since;

@@ -226,6 +226,7 @@ class SqliteStore(SqlStore):
                     "delay": job.delay_seconds,
                     "priority": job.priority,
                     "parent_id": job.parent_id,
+                    "variant": job.variant,
                 },
             )
             if row is None:
@@ -240,7 +241,10 @@ class SqliteStore(SqlStore):
             return 0
         first = jobs[0]
         batch = json.dumps(
-            [[job.id, job.payload_sha256, job.payload_json, job.detail_json] for job in jobs]
+            [
+                [job.id, job.payload_sha256, job.payload_json, job.detail_json, job.variant]
+                for job in jobs
+            ]
         )
         with self._transaction() as tx:
             tx.rows(
@@ -311,7 +315,12 @@ class SqliteStore(SqlStore):
     def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
         assert isinstance(tx, SqliteTx)
         owner_id, lease_seconds = request.owner_id, request.lease_seconds
-        params = {"kinds": self._array(request.kinds), "only_ids": self._array(request.only_ids)}
+        params = {
+            "kinds": self._array(request.kinds),
+            "only_ids": self._array(request.only_ids),
+            "pinned": self._array(request.pinned),
+            "pinned_kinds": self._array(request.pinned_kinds),
+        }
         for row in tx.rows("exchange__exhausted", params):
             token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
             expired = {"attempt": attempt, "then": "failed"}

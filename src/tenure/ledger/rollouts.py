@@ -1,0 +1,292 @@
+"""Rollouts: a kind's new jobs get a candidate variant (by tenant and a stable share of the
+job id), are compared with the stable ones over the same kind and window, and a breaker in
+the database sends later jobs back to stable once failures or cost pass a threshold.
+
+The variant is chosen at submit and stored with the job, so a retry keeps it. Which rollout a
+kind has is read from the database at most once a second per ledger (`ROLLOUT_CACHE`), and so
+is the breaker's decision: a trip reaches another process's submits within that second.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import logging
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.errors import InvalidArgument
+from tenure.ledger.core import LedgerCore
+from tenure.logs import emit
+from tenure.types import JobState, Rollout, RolloutJob
+from tenure.validation import check_int, check_name
+
+log = logging.getLogger("tenure")
+STABLE = "stable"
+ROLLOUT_CACHE = 1.0
+_ON_TRIP = ("stable", "hold")
+
+
+def share_of(job_id: str) -> float:
+    """A job's place in [0, 100): the same for the same id, on every process and backend."""
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 * 100
+
+
+@dataclass(frozen=True, slots=True)
+class VariantFigures:
+    """One side of a comparison: the jobs of one variant over the rollout's window."""
+
+    variant: str
+    jobs: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    unfinished: int
+    retries: int
+    p50_ms: float | None
+    p95_ms: float | None
+    tokens: int
+    usd: float
+    in_doubt: int
+
+    @property
+    def ended(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def failure_rate(self) -> float | None:
+        return None if not self.ended else self.failed / self.ended
+
+    @property
+    def usd_per_job(self) -> float | None:
+        return None if not self.ended else self.usd / self.ended
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutStatus:
+    """A rollout and its comparison: candidate and stable over the same kind and window."""
+
+    rollout: Rollout
+    candidate: VariantFigures
+    stable: VariantFigures
+    tripped_now: bool
+
+    @property
+    def cost_ratio(self) -> float | None:
+        mine, theirs = self.candidate.usd_per_job, self.stable.usd_per_job
+        return None if mine is None or not theirs else mine / theirs
+
+
+class Rollouts(LedgerCore):
+    """`start_rollout`, `stop_rollout`, `rollouts`, `rollout_status`, `check_rollout`, and the
+    variant a new job gets."""
+
+    _rollout_cache: tuple[float, dict[str, Rollout]] | None = None
+    _rollout_lock = threading.Lock()
+
+    def start_rollout(
+        self,
+        kind: str,
+        variant: str,
+        *,
+        tenants: builtins.list[str] | None = None,
+        percent: float | None = None,
+        max_failure_rate: float | None = None,
+        max_cost_ratio: float | None = None,
+        min_jobs: int = 20,
+        on_trip: str = "stable",
+    ) -> Rollout:
+        """Give new jobs of `kind` the `variant`: those of `tenants` (None: every tenant),
+        `percent` of them (default 100 with tenants, else required). After `min_jobs`
+        candidate jobs ended, a failure rate above `max_failure_rate` or a cost per job above
+        `max_cost_ratio` times stable's trips it: new jobs get the stable variant."""
+        kind = check_name(kind, "kind")
+        variant = check_name(variant, "variant")
+        if variant == STABLE:
+            raise InvalidArgument(f"{STABLE!r} names the jobs without a variant: pick another")
+        if tenants is not None:
+            if isinstance(tenants, str) or not tenants:
+                raise InvalidArgument("tenants must be a non-empty list of tenant names")
+            tenants = sorted({check_name(t, "tenant") for t in tenants})
+        if percent is None:
+            if tenants is None:
+                raise InvalidArgument("a rollout needs tenants, a percent, or both")
+            percent = 100.0
+        share = _number(percent, "percent", 0.0, 100.0)
+        failure = (
+            None
+            if max_failure_rate is None
+            else _number(max_failure_rate, "max_failure_rate", 0.0, 1.0)
+        )
+        cost = None if max_cost_ratio is None else _number(max_cost_ratio, "max_cost_ratio", 0.0)
+        if on_trip not in _ON_TRIP:
+            raise InvalidArgument(f"on_trip must be one of {', '.join(_ON_TRIP)}, got {on_trip!r}")
+        if on_trip == "hold":
+            raise InvalidArgument(
+                "on_trip='hold' (new jobs held for an operator) is not there yet: use 'stable'"
+            )
+        rollout = Rollout(
+            kind=kind,
+            variant=variant,
+            tenants=tenants,
+            percent=share,
+            max_failure_rate=failure,
+            max_cost_ratio=cost,
+            min_jobs=check_int(min_jobs, "min_jobs", 1),
+            on_trip=on_trip,
+            state="active",
+            started_at=self.now(),
+        )
+        if not self.store.start_rollout(rollout):
+            raise InvalidArgument(f"kind {kind!r} already has a rollout: stop it first")
+        self._rollout_cache = None
+        emit(log, logging.INFO, "rollout_started", kind=kind, variant=variant, percent=share)
+        return self.rollout(kind) or rollout
+
+    def stop_rollout(self, kind: str) -> None:
+        """End the kind's rollout: new jobs are stable again (jobs keep their variant)."""
+        if not self.store.stop_rollout(check_name(kind, "kind")):
+            raise InvalidArgument(f"kind {kind!r} has no rollout")
+        self._rollout_cache = None
+        emit(log, logging.INFO, "rollout_stopped", kind=kind)
+
+    def rollouts(self) -> builtins.list[Rollout]:
+        return self.store.rollouts()
+
+    def rollout(self, kind: str) -> Rollout | None:
+        return next((r for r in self.store.rollouts() if r.kind == kind), None)
+
+    def rollout_status(self, kind: str) -> RolloutStatus:
+        """The comparison of candidate and stable since the rollout started (the breaker is
+        checked first, so a status may be what trips it)."""
+        rollout = self.rollout(check_name(kind, "kind"))
+        if rollout is None:
+            raise InvalidArgument(f"kind {kind!r} has no rollout")
+        tripped_now = self._check(rollout)
+        rollout = self.rollout(kind) or rollout  # as it is now: another may have tripped it
+        jobs = self.store.rollout_jobs(kind, rollout.started_at)
+        candidate = _figures(rollout.variant, [j for j in jobs if j.variant == rollout.variant])
+        stable = _figures(STABLE, [j for j in jobs if j.variant is None])
+        return RolloutStatus(rollout, candidate, stable, tripped_now)
+
+    def check_rollout(self, kind: str) -> bool:
+        """Trip the kind's breaker if its thresholds are passed; True for the call that did."""
+        rollout = self.rollout(check_name(kind, "kind"))
+        return rollout is not None and self._check(rollout)
+
+    def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
+        """Record what an attempt spent (`ctx.report_cost` calls this)."""
+        tokens = check_int(tokens, "tokens", 0)
+        usd = _number(usd, "usd", 0.0)
+        self.store.report_cost(job_id, attempt, tokens, usd)
+
+    def _check(self, rollout: Rollout) -> bool:
+        if rollout.state != "active":
+            return False
+        jobs = self.store.rollout_jobs(rollout.kind, rollout.started_at)
+        candidate = _figures(rollout.variant, [j for j in jobs if j.variant == rollout.variant])
+        if candidate.ended < rollout.min_jobs:
+            return False
+        stable = _figures(STABLE, [j for j in jobs if j.variant is None])
+        reasons = []
+        rate = candidate.failure_rate or 0.0
+        if rollout.max_failure_rate is not None and rate > rollout.max_failure_rate:
+            reasons.append("failure_rate")
+        ratio = RolloutStatus(rollout, candidate, stable, False).cost_ratio
+        if (
+            rollout.max_cost_ratio is not None
+            and ratio is not None
+            and ratio > rollout.max_cost_ratio
+        ):
+            reasons.append("cost_ratio")
+        if not reasons:
+            return False
+        trip = {
+            "why": reasons,
+            "jobs": candidate.ended,
+            "failure_rate": round(rate, 4),
+            "cost_ratio": None if ratio is None else round(ratio, 4),
+        }
+        if not self.store.trip_rollout(rollout.kind, json.dumps(trip, sort_keys=True)):
+            return False  # another process tripped it first
+        self._rollout_cache = None
+        emit(
+            log,
+            logging.WARNING,
+            "rollout_tripped",
+            kind=rollout.kind,
+            variant=rollout.variant,
+            **trip,
+        )
+        return True
+
+    def _variant_for(self, kind: str, tenant: str, job_id: str) -> str | None:
+        """The variant a new job gets (None: stable)."""
+        rollout = self._active_rollouts().get(kind)
+        if rollout is None or rollout.state != "active":
+            return None
+        if rollout.tenants is not None and tenant not in rollout.tenants:
+            return None
+        return rollout.variant if share_of(job_id) < rollout.percent else None
+
+    def _active_rollouts(self) -> dict[str, Rollout]:
+        with self._rollout_lock:
+            cached = self._rollout_cache
+            if cached is not None and time.monotonic() - cached[0] < ROLLOUT_CACHE:
+                return cached[1]
+            current = {r.kind: r for r in self.store.rollouts()}
+            # The breaker is judged here too, as often as the cache is read again: a process
+            # that submits is one that decides (the trip itself is one conditional write).
+            if any(self._check(r) for r in current.values()):
+                current = {r.kind: r for r in self.store.rollouts()}
+            self._rollout_cache = (time.monotonic(), current)
+            return current
+
+
+def _figures(variant: str, jobs: builtins.list[RolloutJob]) -> VariantFigures:
+    durations = sorted(
+        (j.updated_at - j.created_at).total_seconds() * 1000 for j in jobs if j.state.terminal
+    )
+    return VariantFigures(
+        variant=variant,
+        jobs=len(jobs),
+        succeeded=sum(j.state is JobState.SUCCEEDED for j in jobs),
+        failed=sum(j.state is JobState.FAILED for j in jobs),
+        cancelled=sum(j.state is JobState.CANCELLED for j in jobs),
+        unfinished=sum(not j.state.terminal for j in jobs),
+        retries=sum(max(0, j.attempt - 1) for j in jobs),
+        p50_ms=round(statistics.median(durations), 1) if durations else None,
+        p95_ms=round(durations[max(0, -(-95 * len(durations) // 100) - 1)], 1)
+        if durations
+        else None,
+        tokens=sum(j.tokens for j in jobs),
+        usd=round(sum(j.usd for j in jobs), 6),
+        in_doubt=sum(j.in_doubt for j in jobs),
+    )
+
+
+def p95(values: builtins.list[float]) -> float | None:
+    """The nearest-rank 95th percentile (None for no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 3)
+
+
+def _maybe_number(value: Any, what: str, low: float, high: float | None = None) -> float | None:
+    return None if value is None else _number(value, what, low, high)
+
+
+def _number(value: Any, what: str, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be a number, got {value!r}")
+    if not low <= value or (high is not None and value > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        raise InvalidArgument(f"{what} must be {bound}, got {value!r}")
+    return float(value)
