@@ -45,6 +45,8 @@ def add_rollout_commands(sub: Any, add_command: Any, common: Any) -> None:
     p.add_argument("kind")
     p = add_command(rsub, "stop", cmd_rollout_stop, "end a rollout: new jobs are stable again")
     p.add_argument("kind")
+    p = add_command(rsub, "release", cmd_rollout_release, "run the jobs a tripped rollout held")
+    p.add_argument("kind")
 
 
 def cmd_rollout_start(ledger: Ledger, args: argparse.Namespace) -> int:
@@ -100,13 +102,22 @@ def cmd_rollout_stop(ledger: Ledger, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rollout_release(ledger: Ledger, args: argparse.Namespace) -> int:
+    released = ledger.release_held(args.kind)
+    if args.json:
+        _print_json({"kind": args.kind, "released": released})
+    else:
+        print(f"released {released} held job(s) of {args.kind}: they run as stable")
+    return EXIT_OK
+
+
 def _headline(status: RolloutStatus) -> str:
     r = status.rollout
     who = "every tenant" if r.tenants is None else ", ".join(r.tenants)
     line = f"rollout of {r.kind} to {r.variant} ({r.percent:g}% of {who}): {r.state}"
     if r.state == "tripped" and r.trip:
         line += f" ({', '.join(r.trip.get('why', []))} after {r.trip.get('jobs')} jobs)"
-        line += ": new jobs get stable"
+        line += ": new jobs get stable" if r.on_trip == "stable" else ": its new jobs are held"
     limits = []
     if r.max_failure_rate is not None:
         limits.append(f"failure rate > {r.max_failure_rate:g}")

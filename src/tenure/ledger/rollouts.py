@@ -28,6 +28,7 @@ from tenure.validation import check_int, check_name
 
 log = logging.getLogger("tenure")
 STABLE = "stable"
+HELD_SIGNAL = "release"  # what a held job waits for (`tenure rollout release KIND` sends it)
 ROLLOUT_CACHE = 1.0
 _ON_TRIP = ("stable", "hold")
 
@@ -127,10 +128,6 @@ class Rollouts(LedgerCore):
         cost = None if max_cost_ratio is None else _number(max_cost_ratio, "max_cost_ratio", 0.0)
         if on_trip not in _ON_TRIP:
             raise InvalidArgument(f"on_trip must be one of {', '.join(_ON_TRIP)}, got {on_trip!r}")
-        if on_trip == "hold":
-            raise InvalidArgument(
-                "on_trip='hold' (new jobs held for an operator) is not there yet: use 'stable'"
-            )
         rollout = Rollout(
             kind=kind,
             variant=variant,
@@ -226,14 +223,19 @@ class Rollouts(LedgerCore):
         )
         return True
 
-    def _variant_for(self, kind: str, tenant: str, job_id: str) -> str | None:
-        """The variant a new job gets (None: stable)."""
+    def _variant_for(self, kind: str, tenant: str, job_id: str) -> tuple[str | None, bool]:
+        """The variant a new job gets (None: stable), and whether a tripped rollout holds it
+        (`on_trip="hold"`: the jobs the candidate would have had wait for an operator)."""
         rollout = self._active_rollouts().get(kind)
-        if rollout is None or rollout.state != "active":
-            return None
+        if rollout is None:
+            return None, False
         if rollout.tenants is not None and tenant not in rollout.tenants:
-            return None
-        return rollout.variant if share_of(job_id) < rollout.percent else None
+            return None, False
+        if share_of(job_id) >= rollout.percent:
+            return None, False
+        if rollout.state == "active":
+            return rollout.variant, False
+        return None, rollout.on_trip == "hold"
 
     def _active_rollouts(self) -> dict[str, Rollout]:
         with self._rollout_lock:

@@ -168,7 +168,7 @@ class Submission(Rollouts):
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
         encoded = encode_json(payload, "payload", self.max_payload_bytes)
         job_id = str(uuid.uuid4())
-        variant = self._variant_for(placement.kind, placement.tenant, job_id)
+        variant, held = self._variant_for(placement.kind, placement.tenant, job_id)
         job = NewJob(
             id=job_id,
             kind=placement.kind,
@@ -187,9 +187,11 @@ class Submission(Rollouts):
                 priority=placement.priority,
                 **({} if parent_id is None else {"parent_id": parent_id}),
                 **({} if variant is None else {"variant": variant}),
+                **({"held": True} if held else {}),
             ),
             parent_id=parent_id,
             variant=variant,
+            held=held,
         )
         return job, encoded
 

@@ -15,6 +15,7 @@ from tenure.errors import (
 from tenure.ledger.core import event_detail
 from tenure.ledger.leases import Leases
 from tenure.ledger.reading import Reading
+from tenure.ledger.rollouts import HELD_SIGNAL
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
 from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
@@ -56,6 +57,20 @@ class Waits(Submission, Leases, Reading):
             )
         emit(log, logging.INFO, "signal_received", job=job_id, signal=name, outcome=outcome)
         return outcome is SignalOutcome.STORED
+
+    def release_held(self, kind: str) -> int:
+        """Send `release` to every job of `kind` a tripped `hold` rollout holds: they run (as
+        stable). Returns how many were released."""
+        kind = check_name(kind, "kind")
+        released, after = 0, None
+        while True:
+            page = self.store.list_jobs(JobState.WAITING, kind, None, 500, after)
+            for job in page:
+                if (job.wait or {}).get("name") == HELD_SIGNAL and job.run_after.year == 9999:
+                    released += self.signal(job.id, HELD_SIGNAL, None)
+            if len(page) < 500:
+                return released
+            after = page[-1].id
 
     def children(self, job_id: str) -> builtins.list[Job]:
         """The jobs this job spawned (`ctx.spawn`), in submission order."""

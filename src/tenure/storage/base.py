@@ -47,6 +47,7 @@ class NewJob:
     detail_json: str
     parent_id: str | None = None
     variant: str | None = None
+    held: bool = False  # a tripped rollout's: `waiting` for the signal `release`
 
 
 @dataclass(frozen=True, slots=True)

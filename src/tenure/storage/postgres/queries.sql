@@ -17,13 +17,18 @@ SELECT clock_timestamp() AS now;
 -- name: submit
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 inserted AS (
+    -- A job held by a tripped rollout waits for the signal `release`, due never until then.
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                              payload_sha256, run_after, priority, created_at, updated_at,
-                             parent_id, variant)
+                             parent_id, variant, state, wait)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
-           COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
-           %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s
+           CASE WHEN %(held)s THEN '9999-12-31T00:00:00Z'::timestamptz
+                ELSE COALESCE(%(run_at)s::timestamptz,
+                              clock.now + make_interval(secs => %(delay)s)) END,
+           %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s,
+           CASE WHEN %(held)s THEN 'waiting' ELSE 'queued' END,
+           CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -43,16 +48,20 @@ LEFT JOIN LATERAL (
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 given AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(payloads)s::jsonb[], %(payload_sha256s)s::text[],
-                         %(details)s::jsonb[], %(variants)s::text[])
-        WITH ORDINALITY AS g (id, payload, payload_sha256, detail, variant, position)
+                         %(details)s::jsonb[], %(variants)s::text[], %(helds)s::boolean[])
+        WITH ORDINALITY AS g (id, payload, payload_sha256, detail, variant, held, position)
 ),
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                             priority, created_at, updated_at, variant)
+                             priority, created_at, updated_at, variant, state, wait)
     SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
            given.payload_sha256,
-           COALESCE(%(run_at)s::timestamptz, clock.now + make_interval(secs => %(delay)s)),
-           %(priority)s, clock.now, clock.now, given.variant
+           CASE WHEN given.held THEN '9999-12-31T00:00:00Z'::timestamptz
+                ELSE COALESCE(%(run_at)s::timestamptz,
+                              clock.now + make_interval(secs => %(delay)s)) END,
+           %(priority)s, clock.now, clock.now, given.variant,
+           CASE WHEN given.held THEN 'waiting' ELSE 'queued' END,
+           CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END
     FROM given, clock
     ORDER BY given.position
     RETURNING id, created_at, run_after <= created_at AS due

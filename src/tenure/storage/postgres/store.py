@@ -228,6 +228,7 @@ class PostgresStore(SqlStore):
                 "detail": job.detail_json,
                 "parent_id": job.parent_id,
                 "variant": job.variant,
+                "held": job.held,
             },
         )
         return bool(rows)
@@ -245,6 +246,7 @@ class PostgresStore(SqlStore):
                 "payload_sha256s": [job.payload_sha256 for job in jobs],
                 "details": [job.detail_json for job in jobs],
                 "variants": [job.variant for job in jobs],
+                "helds": [job.held for job in jobs],
                 "kind": first.kind,
                 "tenant": first.tenant,
                 "max_attempts": first.max_attempts,

@@ -10,22 +10,30 @@
 SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 
 -- name: submit
+-- A job held by a tripped rollout (`held`) waits for the signal `release`, due never until then.
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                          payload_sha256, run_after, priority, created_at, updated_at, parent_id,
-                         variant)
+                         variant, state, wait)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
-        COALESCE(:run_at, :now + :delay), :priority, :now, :now, :parent_id, :variant)
+        CASE WHEN :held THEN 253402300799.0 ELSE COALESCE(:run_at, :now + :delay) END,
+        :priority, :now, :now, :parent_id, :variant,
+        CASE WHEN :held THEN 'waiting' ELSE 'queued' END,
+        CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1}') END)
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
 -- name: submit_many
--- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text, variant]:
--- one statement for the whole batch, read element by element (linear in the batch).
+-- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text, variant,
+-- held]: one statement for the whole batch, read element by element (linear in the batch).
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                         priority, created_at, updated_at, variant)
+                         priority, created_at, updated_at, variant, state, wait)
 SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
-       COALESCE(:run_at, :now + :delay), :priority, :now, :now, json_extract(g.value, '$[4]')
+       CASE WHEN json_extract(g.value, '$[5]') THEN 253402300799.0
+            ELSE COALESCE(:run_at, :now + :delay) END,
+       :priority, :now, :now, json_extract(g.value, '$[4]'),
+       CASE WHEN json_extract(g.value, '$[5]') THEN 'waiting' ELSE 'queued' END,
+       CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1}') END
 FROM json_each(:jobs) AS g
 ORDER BY g.key;
 

@@ -227,6 +227,7 @@ class SqliteStore(SqlStore):
                     "priority": job.priority,
                     "parent_id": job.parent_id,
                     "variant": job.variant,
+                    "held": job.held,
                 },
             )
             if row is None:
@@ -242,7 +243,14 @@ class SqliteStore(SqlStore):
         first = jobs[0]
         batch = json.dumps(
             [
-                [job.id, job.payload_sha256, job.payload_json, job.detail_json, job.variant]
+                [
+                    job.id,
+                    job.payload_sha256,
+                    job.payload_json,
+                    job.detail_json,
+                    job.variant,
+                    job.held,
+                ]
                 for job in jobs
             ]
         )
