@@ -130,13 +130,16 @@ class Demo:
         self.until(lambda: ledger.get(job_id).terminal, "W2 to finish the job")
         self.resume(w1)
         owners = _owners_of(ledger.events(job_id))
-        self.until(
-            lambda: (
-                {"heartbeat_lost", "result_rejected"}
-                <= {e.type for e in ledger.events(job_id) if owners.get(e.owner_id) == "W1"}
-            ),
-            "W1's renewal and result to be refused",
-        )
+
+        def w1_stopped() -> bool:
+            """W1's result refused, and its lease refused or unconfirmed: which of the two
+            comes first after SIGCONT is the race of its renewer and its deadline watcher."""
+            seen = {e.type for e in ledger.events(job_id) if owners.get(e.owner_id) == "W1"}
+            return "result_rejected" in seen and bool(
+                seen & {"heartbeat_lost", "ownership_unknown"}
+            )
+
+        self.until(w1_stopped, "W1's renewal and result to be refused")
         self.until(
             lambda: any(e.what == "refused" for e in self.bank.events),
             "the bank to refuse W1's late charge",
