@@ -89,7 +89,8 @@ class Rollouts(LedgerCore):
     variant a new job gets."""
 
     _rollout_cache: tuple[float, dict[str, Rollout]] | None = None
-    _rollout_lock = threading.Lock()
+    _rollout_refreshing = False
+    _rollout_lock = threading.Lock()  # guards only the two fields above: no I/O under it
 
     def start_rollout(
         self,
@@ -161,15 +162,14 @@ class Rollouts(LedgerCore):
 
     def rollout_status(self, kind: str) -> RolloutStatus:
         """The comparison of candidate and stable since the rollout started (the breaker is
-        checked first, so a status may be what trips it)."""
+        judged on the same figures, so a status may be what trips it)."""
         rollout = self.rollout(check_name(kind, "kind"))
         if rollout is None:
             raise InvalidArgument(f"kind {kind!r} has no rollout")
-        tripped_now = self._check(rollout)
-        rollout = self.rollout(kind) or rollout  # as it is now: another may have tripped it
-        jobs = self.store.rollout_jobs(kind, rollout.started_at)
-        candidate = _figures(rollout.variant, [j for j in jobs if j.variant == rollout.variant])
-        stable = _figures(STABLE, [j for j in jobs if j.variant is None])
+        candidate, stable = self._compare(rollout)
+        tripped_now = self._judge(rollout, candidate, stable)
+        if rollout.state == "active":  # as it is now: this call or another may have tripped it
+            rollout = self.rollout(kind) or rollout
         return RolloutStatus(rollout, candidate, stable, tripped_now)
 
     def check_rollout(self, kind: str) -> bool:
@@ -186,11 +186,18 @@ class Rollouts(LedgerCore):
     def _check(self, rollout: Rollout) -> bool:
         if rollout.state != "active":
             return False
+        return self._judge(rollout, *self._compare(rollout))
+
+    def _compare(self, rollout: Rollout) -> tuple[VariantFigures, VariantFigures]:
+        """Candidate and stable figures over the rollout's window (one read of its jobs)."""
         jobs = self.store.rollout_jobs(rollout.kind, rollout.started_at)
         candidate = _figures(rollout.variant, [j for j in jobs if j.variant == rollout.variant])
-        if candidate.ended < rollout.min_jobs:
+        return candidate, _figures(STABLE, [j for j in jobs if j.variant is None])
+
+    def _judge(self, rollout: Rollout, candidate: VariantFigures, stable: VariantFigures) -> bool:
+        """Trip the breaker if these figures pass its thresholds; True for the call that did."""
+        if rollout.state != "active" or candidate.ended < rollout.min_jobs:
             return False
-        stable = _figures(STABLE, [j for j in jobs if j.variant is None])
         reasons = []
         rate = candidate.failure_rate or 0.0
         if rollout.max_failure_rate is not None and rate > rollout.max_failure_rate:
@@ -238,17 +245,24 @@ class Rollouts(LedgerCore):
         return None, rollout.on_trip == "hold"
 
     def _active_rollouts(self) -> dict[str, Rollout]:
+        """The rollouts by kind, read again at most once a second. One submitting thread
+        reads (and judges the breakers) while the others go on with the previous reading."""
         with self._rollout_lock:
             cached = self._rollout_cache
-            if cached is not None and time.monotonic() - cached[0] < ROLLOUT_CACHE:
+            fresh = cached is not None and time.monotonic() - cached[0] < ROLLOUT_CACHE
+            if cached is not None and (fresh or self._rollout_refreshing):
                 return cached[1]
+            self._rollout_refreshing = True
+        try:
             current = {r.kind: r for r in self.store.rollouts()}
-            # The breaker is judged here too, as often as the cache is read again: a process
-            # that submits is one that decides (the trip itself is one conditional write).
+            # A process that submits is one that decides (the trip is one conditional write).
             if any(self._check(r) for r in current.values()):
                 current = {r.kind: r for r in self.store.rollouts()}
-            self._rollout_cache = (time.monotonic(), current)
-            return current
+        finally:
+            with self._rollout_lock:
+                self._rollout_refreshing = False
+        self._rollout_cache = (time.monotonic(), current)
+        return current
 
 
 def _figures(variant: str, jobs: builtins.list[RolloutJob]) -> VariantFigures:

@@ -66,7 +66,8 @@ class Waits(Submission, Leases, Reading):
         while True:
             page = self.store.list_jobs(JobState.WAITING, kind, None, 500, after)
             for job in page:
-                if (job.wait or {}).get("name") == HELD_SIGNAL and job.run_after.year == 9999:
+                wait = job.wait or {}
+                if wait.get("name") == HELD_SIGNAL and wait.get("position") == -1:
                     released += self.signal(job.id, HELD_SIGNAL, None)
             if len(page) < 500:
                 return released
