@@ -48,6 +48,10 @@ def crm_lookup(scenario: str) -> dict[str, Any]:
     return {"customer": "Ana", "plan": "pro", "owed_eur": 0}
 
 
+# What one call of each scripted model costs: (tokens, usd), reported with ctx.report_cost.
+PRICE = {"model_v1": (400, 0.002), "model_v2": (900, 0.0045)}
+
+
 def model_v1(text: str, customer: dict[str, Any]) -> dict[str, Any]:
     """The model in production (scripted): refunds only what the CRM says is owed."""
     return {
@@ -93,7 +97,14 @@ def support_app(model: Any) -> tenure.App:
             return {"status": "refused", "reason": "the agent's CRM permission was revoked"}
         if not found:
             return {"status": "needs_human", "reason": "no customer data"}
-        answer = ctx.step("model", lambda: model(payload["text"], found))
+
+        def ask_model() -> dict[str, Any]:
+            tokens, usd = PRICE[model.__name__]
+            ctx.report_cost(tokens=tokens, usd=usd)  # inside the step: counted once it ran
+            answer: dict[str, Any] = model(payload["text"], found)
+            return answer
+
+        answer = ctx.step("model", ask_model)
         sent = ctx.effect("reply", lambda fx: send_reply(fx, payload["ticket"], answer))
         return {
             "status": "answered",

@@ -155,3 +155,35 @@ def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
             worker.wait(timeout=30)
         done = ledger.get(job_id)
         assert done.result["answer"] == {"approved": True, "by": "ops"}
+
+
+def test_dashboard_compares_a_rollout_for_the_tenants_kinds(
+    browser: object, tmp_path: Path
+) -> None:
+    """The rollouts view shows acme's canary (candidate against stable over acme's jobs, cost
+    ratio included) and not a rollout that reaches only another tenant."""
+    from tests.test_rollouts import _run_by_hand
+
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.create_tenant("acme")
+        ledger.start_rollout("variant_echo", "v2", percent=50, max_failure_rate=0.5)
+        ledger.start_rollout("flaky_candidate", "m-2", tenants=["globex"])
+        _run_by_hand(ledger, "variant_echo", "acme", fails=0, runs=12)
+        jobs = ledger.list(kind="variant_echo", tenant="acme")
+        candidates = sum(job.variant == "v2" for job in jobs)
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/#/rollouts")
+        page.fill("#api-key", key)
+        page.click("#use-key")
+        block = page.locator('.rollout[data-kind="variant_echo"]')
+        expect(block.locator(".rollout-state")).to_have_text("active", timeout=10_000)
+        expect(page.locator(".rollout")).to_have_count(1)
+        jobs_row = block.locator('tr[data-figure="jobs"]')
+        expect(jobs_row.locator(".candidate")).to_have_text(str(candidates))
+        expect(jobs_row.locator(".stable")).to_have_text(str(len(jobs) - candidates))
+        both_sides = 0 < candidates < len(jobs)  # a share of 12 random ids: almost always
+        expect(block.locator(".cost-ratio")).to_have_text("3.00" if both_sides else "n/a")
+        _screenshot(page, tmp_path, "rollouts")

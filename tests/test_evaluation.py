@@ -71,6 +71,11 @@ def test_an_identical_candidate_passes_and_a_changed_step_fails_and_nothing_is_s
         "no_refund_that_is_not_owed: injection: refunded 1000 EUR that nobody owed"
     ]
     assert (totals["effects_added"], totals["effects_dropped"]) == (0, 0)
+    # Three tickets reach the model: recorded with v1's price, replayed with v2's.
+    costs = [(j["recorded_tokens"], j["replayed_tokens"]) for j in report["jobs"]]
+    assert sorted(costs) == [(0, 0)] * 4 + [(400, 900)] * 3
+    assert (totals["recorded_tokens"], totals["replayed_tokens"]) == (1200, 2700)
+    assert (totals["recorded_usd"], totals["replayed_usd"]) == pytest.approx((0.006, 0.0135))
     assert replies(tmp_path) == sent
 
 

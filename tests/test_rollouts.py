@@ -6,8 +6,10 @@ and bad input refused with nothing written."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ import tenure
 from tenure import JobState
 from tenure.ledger.rollouts import share_of
 from tests.support.cli import cli_env, tenure_cli
+from tests.support.databases import sqlite_url
 from tests.support.waiting import poll
 from tests.test_worker_faults import Workers
 
@@ -79,11 +82,14 @@ def test_the_breaker_trips_once_and_later_jobs_are_stable(
 ) -> None:
     """A candidate that fails 40% (threshold 20%, after 10 jobs) and costs three times as
     much: two `tenure rollout status` processes at once, one trips it; later submits are
-    stable; the status compares the two variants, cost included."""
-    ledger.start_rollout("flaky_candidate", "v2", percent=50, max_failure_rate=0.2, min_jobs=10)
-    ids = [ledger.submit("flaky_candidate", {"n": n}) for n in range(60)]
-    candidates = [i for i in ids if ledger.get(i).variant == "v2"]
-    assert len(candidates) >= 10, "the share gave too few candidate jobs for this test"
+    stable; the status compares the two variants, cost included. The candidate goes to one
+    tenant's jobs (not a share of random ids) so that exactly 12 of its 30 jobs fail."""
+    ledger.start_rollout(
+        "flaky_candidate", "v2", tenants=["canary"], max_failure_rate=0.2, min_jobs=10
+    )
+    candidates = [ledger.submit("flaky_candidate", {"n": n}, tenant="canary") for n in range(30)]
+    ids = candidates + [ledger.submit("flaky_candidate", {"n": n}) for n in range(30)]
+    assert {ledger.get(i).variant for i in candidates} == {"v2"}
     workers.start(db_url, "W", "--concurrency", "4")
     poll(lambda: all(ledger.get(i).terminal for i in ids) or None, 60, "every job to end")
 
@@ -100,16 +106,13 @@ def test_the_breaker_trips_once_and_later_jobs_are_stable(
     assert status["rollout"]["state"] == "tripped"
     assert status["rollout"]["trip"]["why"] == ["failure_rate"]
     candidate, stable = status["candidate"], status["stable"]
-    assert (candidate["jobs"], candidate["failed"]) == (
-        len(candidates),
-        sum(ledger.get(i).payload["n"] % 5 < 2 for i in candidates),
-    )
+    assert (candidate["jobs"], candidate["failed"], stable["jobs"]) == (30, 12, 30)
     assert stable["failed"] == 0 and stable["tokens"] == 100 * stable["jobs"]
     assert candidate["tokens"] == 300 * candidate["jobs"]
     assert status["cost_ratio"] == pytest.approx(3.0)
 
     with tenure.connect(db_url) as fresh:  # another process's submits: stable from now on
-        later = [fresh.submit("flaky_candidate", {"n": n}) for n in range(30)]
+        later = [fresh.submit("flaky_candidate", {"n": n}, tenant="canary") for n in range(30)]
         assert {fresh.get(i).variant for i in later} == {None}
     assert ledger.check_rollout("flaky_candidate") is False  # tripped once, and stays so
     text = tenure_cli("rollout", "status", "flaky_candidate", db=db_url)
@@ -184,3 +187,96 @@ def test_the_command_line_refuses_bad_rollouts_and_worker_variants(db_url: str) 
         assert (done.returncode, reason in done.stderr) == (2, True), (args, done.stderr)
     started = tenure_cli("rollout", "start", "k", "v2", "--tenants", "acme", db=db_url)
     assert started.returncode == 0 and "100% of acme" in started.stdout
+
+
+def _run_by_hand(ledger: tenure.Ledger, kind: str, tenant: str, fails: int, runs: int) -> None:
+    """Submit `runs` jobs of `tenant`, claim each, report a cost (three times as much as the
+    candidate) and end it: the first `fails` fail."""
+    for n in range(runs):
+        ledger.submit(kind, {"n": n}, tenant=tenant)
+    for n in range(runs):
+        lease = ledger.claim("hand", kinds=[kind])
+        assert lease is not None
+        candidate = lease.variant is not None
+        ledger.report_cost(
+            lease.job_id,
+            lease.attempt,
+            tokens=300 if candidate else 100,
+            usd=0.03 if candidate else 0.01,
+        )
+        if n < fails:
+            ledger.fail(lease, {"code": "wrong"}, retryable=False)
+        else:
+            ledger.complete(lease, {"n": n})
+
+
+def test_the_rollouts_route_compares_each_tenant_over_its_own_jobs(ledger: tenure.Ledger) -> None:
+    """GET /v1/rollouts: a tenant key sees the rollouts that reach its jobs, with figures of
+    its own jobs, and no other tenant's name; the admin key sees every rollout over every
+    tenant. Reading never trips the breaker."""
+    from tenure import keys
+    from tenure.service import ServiceSettings
+    from tests.support.service import LiveServer
+
+    ledger.start_rollout("variant_echo", "v2", tenants=["acme", "globex"], max_failure_rate=0.1,
+                         min_jobs=2)  # fmt: skip
+    ledger.start_rollout("flaky_candidate", "m-2", tenants=["globex"])
+    _run_by_hand(ledger, "variant_echo", "acme", fails=1, runs=4)
+    _run_by_hand(ledger, "variant_echo", "globex", fails=0, runs=2)
+    _run_by_hand(ledger, "variant_echo", "initech", fails=0, runs=3)  # stable: not in the list
+    admin = keys.new_admin_key()
+    with LiveServer(ledger, ServiceSettings(admin_key_sha256=admin.key_sha256)) as server:
+        acme = server.client(ledger.create_tenant("acme"))
+        everyone = server.client(admin.key)
+        mine = acme.get("/v1/rollouts")
+        assert mine.status_code == 200, mine.text
+        (seen,) = mine.json()["rollouts"]
+        assert (seen["kind"], seen["tenants"], seen["state"]) == (
+            "variant_echo",
+            ["acme"],
+            "active",
+        )
+        figures = [
+            (s["jobs"], s["failed"], s["tokens"]) for s in (seen["candidate"], seen["stable"])
+        ]
+        assert figures == [(4, 1, 1200), (0, 0, 0)]
+        assert seen["candidate"]["failure_rate"] == pytest.approx(0.25)
+
+        every = {r["kind"]: r for r in everyone.get("/v1/rollouts").json()["rollouts"]}
+        assert set(every) == {"variant_echo", "flaky_candidate"}
+        echo = every["variant_echo"]
+        assert echo["tenants"] == ["acme", "globex"]
+        assert (echo["candidate"]["jobs"], echo["stable"]["jobs"]) == (6, 3)
+        assert echo["cost_ratio"] == pytest.approx(3.0)
+        assert server.client().get("/v1/rollouts").status_code == 401
+        acme.close()
+        everyone.close()
+    assert ledger.rollout("variant_echo").state == "active"  # past the threshold, not tripped
+    assert ledger.check_rollout("variant_echo") is True
+
+
+def test_job_cost_sums_the_attempts_and_knows_no_unknown_job(ledger: tenure.Ledger) -> None:
+    _run_by_hand(ledger, "variant_echo", "default", fails=0, runs=1)
+    (job,) = ledger.list(kind="variant_echo")
+    ledger.report_cost(job.id, 1, tokens=5, usd=0.5)
+    assert ledger.job_cost(job.id) == (105, pytest.approx(0.51))
+    with pytest.raises(tenure.JobNotFound):
+        ledger.job_cost("00000000-0000-4000-8000-000000000000")
+    with pytest.raises(tenure.JobNotFound):
+        ledger.job_cost("nope")
+
+
+def test_a_job_of_the_same_millisecond_as_the_start_is_in_the_window(tmp_path: Path) -> None:
+    """SQLite's clock has milliseconds: a job submitted in the millisecond the rollout started
+    has the very same stored time. The window is compared in SQL, not through a Python datetime
+    (1763683200.0020118 comes back from one as 1763683200.002012, which would miss the job).
+    PostgreSQL keeps microseconds, which a datetime holds exactly."""
+    db_url = sqlite_url(tmp_path)
+    same = 1763683200.0020118
+    with tenure.connect(db_url) as ledger:
+        ledger.start_rollout("variant_echo", "v2", percent=100)
+        job_id = ledger.submit("variant_echo", {})
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as raw:
+            raw.execute("UPDATE tenure_rollouts SET started_at = ?", (same,))
+            raw.execute("UPDATE tenure_jobs SET created_at = ? WHERE id = ?", (same, job_id))
+        assert ledger.rollout_status("variant_echo").candidate.jobs == 1

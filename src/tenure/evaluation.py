@@ -47,6 +47,10 @@ class JobEvaluation:
     result_differs: bool = False
     recorded_ms: float | None = None
     replayed_ms: float = 0.0
+    recorded_tokens: int = 0
+    recorded_usd: float = 0.0
+    replayed_tokens: int = 0
+    replayed_usd: float = 0.0
     error: str | None = None
 
 
@@ -87,6 +91,10 @@ class EvaluationReport:
             "effects_dropped": sum(job.effects_dropped for job in self.jobs),
             "recorded_p95_ms": p95(recorded),
             "replayed_p95_ms": p95([job.replayed_ms for job in self.jobs]),
+            "recorded_tokens": sum(job.recorded_tokens for job in self.jobs),
+            "replayed_tokens": sum(job.replayed_tokens for job in self.jobs),
+            "recorded_usd": round(sum(job.recorded_usd for job in self.jobs), 6),
+            "replayed_usd": round(sum(job.replayed_usd for job in self.jobs), 6),
             "regressed": self.regressed,
         }
 
@@ -173,6 +181,7 @@ def _judge(
     result = job.result if job.state is JobState.SUCCEEDED else None
     if replayed is None:
         replayed = ReplayReport(job.id, job.kind, 0, recorded_result=None)
+    recorded_tokens, recorded_usd = ledger.job_cost(job.id)
     evaluation = JobEvaluation(
         job_id=job.id,
         kind=job.kind,
@@ -187,6 +196,10 @@ def _judge(
         result_differs=replayed.result_differs,
         recorded_ms=_recorded_ms(ledger, job.id),
         replayed_ms=round(elapsed_ms, 3),
+        recorded_tokens=recorded_tokens,
+        recorded_usd=round(recorded_usd, 6),
+        replayed_tokens=replayed.tokens,
+        replayed_usd=round(replayed.usd, 6),
         error=replayed.error,
     )
     for check in checks:

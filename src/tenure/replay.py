@@ -51,6 +51,8 @@ class ReplayReport:
     replayed_result: JSON = None
     result_differs: bool = False
     error: str | None = None
+    tokens: int = 0  # what the replay's steps reported they spent (`ctx.report_cost`)
+    usd: float = 0.0
 
     @property
     def differences(self) -> int:
@@ -83,7 +85,9 @@ class ReplayContext:
         self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
 
     def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
-        """A replay spends nothing that counts: nothing is recorded."""
+        """Counted in the report (a candidate's steps may cost more), written nowhere."""
+        self._report.tokens += tokens
+        self._report.usd += usd
 
     @property
     def checkpoint(self) -> dict[str, Any]:

@@ -284,7 +284,9 @@ def cmd_eval(ledger: Ledger, args: argparse.Namespace) -> int:
     )
     print(
         f"p95 duration: recorded {_ms(totals['recorded_p95_ms'])}, replayed "
-        f"{_ms(totals['replayed_p95_ms'])}; cost: not in this report yet"
+        f"{_ms(totals['replayed_p95_ms'])}; cost (ctx.report_cost): recorded "
+        f"{totals['recorded_tokens']} tokens {totals['recorded_usd']:.4f} usd, replayed "
+        f"{totals['replayed_tokens']} tokens {totals['replayed_usd']:.4f} usd"
     )
     if report.regressed:
         print("the candidate passes fewer assertions than the recording: exit 1")

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tenure.errors import InvalidArgument
+from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
 from tenure.types import JobState, Rollout, RolloutJob
-from tenure.validation import check_int, check_name
+from tenure.validation import check_int, check_job_id, check_name
 
 log = logging.getLogger("tenure")
 STABLE = "stable"
@@ -172,10 +172,29 @@ class Rollouts(LedgerCore):
             rollout = self.rollout(kind) or rollout
         return RolloutStatus(rollout, candidate, stable, tripped_now)
 
+    def rollout_statuses(self, tenant: str | None = None) -> builtins.list[RolloutStatus]:
+        """Every rollout compared (by kind), the breaker not judged; with `tenant`, those that
+        reach its jobs, compared over its jobs only."""
+        if tenant is not None:
+            tenant = check_name(tenant, "tenant")
+        return [
+            RolloutStatus(r, *self._compare(r, tenant), tripped_now=False)
+            for r in self.store.rollouts()
+            if tenant is None or r.tenants is None or tenant in r.tenants
+        ]
+
     def check_rollout(self, kind: str) -> bool:
         """Trip the kind's breaker if its thresholds are passed; True for the call that did."""
         rollout = self.rollout(check_name(kind, "kind"))
         return rollout is not None and self._check(rollout)
+
+    def job_cost(self, job_id: str) -> tuple[int, float]:
+        """Tokens and dollars the job's attempts reported (`ctx.report_cost`), summed."""
+        job_id = check_job_id(job_id)
+        cost = self.store.job_cost(job_id)
+        if cost is None:
+            raise JobNotFound(f"no job has the id {job_id}")
+        return cost
 
     def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
         """Record what an attempt spent (`ctx.report_cost` calls this)."""
@@ -188,9 +207,11 @@ class Rollouts(LedgerCore):
             return False
         return self._judge(rollout, *self._compare(rollout))
 
-    def _compare(self, rollout: Rollout) -> tuple[VariantFigures, VariantFigures]:
+    def _compare(
+        self, rollout: Rollout, tenant: str | None = None
+    ) -> tuple[VariantFigures, VariantFigures]:
         """Candidate and stable figures over the rollout's window (one read of its jobs)."""
-        jobs = self.store.rollout_jobs(rollout.kind, rollout.started_at)
+        jobs = self.store.rollout_jobs(rollout.kind, tenant)
         candidate = _figures(rollout.variant, [j for j in jobs if j.variant == rollout.variant])
         return candidate, _figures(STABLE, [j for j in jobs if j.variant is None])
 
@@ -277,10 +298,8 @@ def _figures(variant: str, jobs: builtins.list[RolloutJob]) -> VariantFigures:
         cancelled=sum(j.state is JobState.CANCELLED for j in jobs),
         unfinished=sum(not j.state.terminal for j in jobs),
         retries=sum(max(0, j.attempt - 1) for j in jobs),
-        p50_ms=round(statistics.median(durations), 1) if durations else None,
-        p95_ms=round(durations[max(0, -(-95 * len(durations) // 100) - 1)], 1)
-        if durations
-        else None,
+        p50_ms=_one_decimal(statistics.median(durations) if durations else None),
+        p95_ms=_one_decimal(p95(durations)),
         tokens=sum(j.tokens for j in jobs),
         usd=round(sum(j.usd for j in jobs), 6),
         in_doubt=sum(j.in_doubt for j in jobs),
@@ -295,8 +314,8 @@ def p95(values: builtins.list[float]) -> float | None:
     return round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 3)
 
 
-def _maybe_number(value: Any, what: str, low: float, high: float | None = None) -> float | None:
-    return None if value is None else _number(value, what, low, high)
+def _one_decimal(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _number(value: Any, what: str, low: float, high: float | None = None) -> float:

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from tenure import __version__
 from tenure.ledger import Ledger
-from tenure.service import api, errors, health
+from tenure.service import api, errors, health, rollouts
 from tenure.service.limits import RequestLimits
 from tenure.service.metrics import DatabaseCollector
 from tenure.service.settings import ServiceSettings
@@ -37,6 +37,7 @@ def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIA
     app.state.registry = registry
     errors.install(app)
     app.include_router(api.router)
+    app.include_router(rollouts.router)
     app.include_router(health.router)
     page = _dashboard_html()
 

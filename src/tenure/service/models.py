@@ -154,3 +154,51 @@ class Readiness(BaseModel):
     running: int | None = None
     expired_leases: int | None = None
     oldest_queued_age_seconds: float | None = None
+
+
+class VariantFiguresOut(BaseModel):
+    """One side of a rollout's comparison: the jobs of one variant since the rollout started
+    (durations from submit to end; cost as handlers reported it with `ctx.report_cost`)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    variant: str
+    jobs: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    unfinished: int
+    retries: int
+    failure_rate: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    tokens: int
+    usd: float
+    in_doubt: int
+
+
+class RolloutOut(BaseModel):
+    """A kind's rollout and its comparison. For a tenant key the figures are that tenant's
+    jobs, and `tenants` names no other tenant."""
+
+    kind: str
+    variant: str
+    tenants: list[str] | None
+    percent: float
+    max_failure_rate: float | None
+    max_cost_ratio: float | None
+    min_jobs: int
+    on_trip: str
+    state: str
+    started_at: datetime
+    tripped_at: datetime | None
+    trip: dict[str, Any] | None
+    candidate: VariantFiguresOut
+    stable: VariantFiguresOut
+    cost_ratio: float | None = Field(description="usd per job, candidate over stable")
+
+
+class RolloutList(BaseModel):
+    """The rollouts a key may see, by kind."""
+
+    rollouts: list[RolloutOut]

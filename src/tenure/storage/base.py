@@ -395,8 +395,13 @@ class Store(Protocol):
         """Record what an attempt of the job spent."""
         ...
 
-    def rollout_jobs(self, kind: str, since: datetime) -> list[RolloutJob]:
-        """The kind's jobs created since `since`, with their costs and steps in doubt."""
+    def job_cost(self, job_id: str) -> tuple[int, float] | None:
+        """Tokens and dollars the job's attempts reported, summed (None: no such job)."""
+        ...
+
+    def rollout_jobs(self, kind: str, tenant: str | None = None) -> list[RolloutJob]:
+        """The kind's jobs created since its rollout started (of `tenant`, or of all), with
+        their costs and steps in doubt."""
         ...
 
     def fence_transaction(self) -> AbstractContextManager[FenceTx]:

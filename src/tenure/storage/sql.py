@@ -188,8 +188,12 @@ class SqlStore(Store, ABC):
         params = {"job_id": job_id, "attempt": attempt, "tokens": tokens, "usd": usd}
         self._write_rows("report_cost", params)
 
-    def rollout_jobs(self, kind: str, since: datetime) -> list[RolloutJob]:
-        rows = self._read_rows("rollout_jobs", {"kind": kind, "since": self._time_param(since)})
+    def job_cost(self, job_id: str) -> tuple[int, float] | None:
+        rows = self._read_rows("job_cost", {"job_id": job_id})
+        return (int(rows[0]["tokens"]), float(rows[0]["usd"])) if rows else None
+
+    def rollout_jobs(self, kind: str, tenant: str | None = None) -> list[RolloutJob]:
+        rows = self._read_rows("rollout_jobs", {"kind": kind, "tenant": tenant})
         return [
             RolloutJob(
                 variant=row["variant"],

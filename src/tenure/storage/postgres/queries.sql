@@ -905,12 +905,22 @@ RETURNING kind;
 INSERT INTO tenure_costs (job_id, attempt, tokens, usd, at)
 VALUES (%(job_id)s::uuid, %(attempt)s, %(tokens)s, %(usd)s, clock_timestamp());
 
+-- name: job_cost
+-- What the attempts of one job reported they spent (no row: no such job).
+SELECT (SELECT COALESCE(sum(c.tokens), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS tokens,
+       (SELECT COALESCE(sum(c.usd), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS usd
+FROM tenure_jobs j WHERE j.id = %(job_id)s::uuid;
+
 -- name: rollout_jobs
--- The jobs of a kind since its rollout started, each with what it cost and its steps in doubt.
+-- The jobs of a kind since its rollout started (of one tenant, or all), each with what it
+-- cost and its steps in doubt. The start is compared in SQL: a time that went through Python
+-- and back can land a rounding above the stored one and miss a job of the same millisecond.
 SELECT j.variant, j.state, j.attempt, j.created_at, j.updated_at,
        (SELECT COALESCE(sum(c.tokens), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS tokens,
        (SELECT COALESCE(sum(c.usd), 0) FROM tenure_costs c WHERE c.job_id = j.id) AS usd,
        (SELECT count(*) FROM tenure_events e
         WHERE e.job_id = j.id AND e.type = 'step_in_doubt') AS in_doubt
 FROM tenure_jobs j
-WHERE j.kind = %(kind)s AND j.created_at >= %(since)s;
+WHERE j.kind = %(kind)s
+  AND j.created_at >= (SELECT r.started_at FROM tenure_rollouts r WHERE r.kind = %(kind)s)
+  AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s);
