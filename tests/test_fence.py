@@ -15,6 +15,7 @@ import uvicorn
 
 import tenure
 from tenure.fence import FenceGuard, FenceMiddleware, Recorded, headers, ledger_tokens
+from tests.support.asgi import read_body, send_json
 from tests.support.waiting import poll
 
 
@@ -178,23 +179,10 @@ async def bank(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """A tiny receiver: each request 'charges' once and answers with a counter."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
     bank.charges += 1  # type: ignore[attr-defined]
     status = 503 if b"fail" in body else 201
-    data = b'{"charge": %d}' % bank.charges  # type: ignore[attr-defined]
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
+    await send_json(send, status, b'{"charge": %d}' % bank.charges)  # type: ignore[attr-defined]
 
 
 bank.charges = 0  # type: ignore[attr-defined]

@@ -149,6 +149,10 @@ def test_every_tenure_command_in_the_readme_parses_and_the_quick_ones_run(
     submitted = tenure_cli("submit", "ocr", "--payload", "{}")
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
+    with tenure.connect("sqlite:///tenure.db") as ledger:  # what the README's `browse` app declares
+        ledger.declare_labels(
+            {"browse": {"tool": "browser", "provider": "acme-web", "model": None}}
+        )
     parser = build_parser()
     for line, command in commands:
         arguments = _arguments(command, job_id)

@@ -167,6 +167,8 @@ def test_a_worker_serves_its_own_metrics(tmp_path: Path) -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-    assert 'tenure_worker_claimed_total{worker="' in text
+    claimed = [line for line in text.splitlines() if line.startswith("tenure_worker_claimed")]
+    assert [line.split()[-1] for line in claimed if 'kind="long_stage"' in line] == ["1.0"]
+    assert 'tenure_worker_commit_batches_total{worker="' in text
     assert "tenure_worker_claim_seconds_count" in text
     assert "tenure_worker_running_jobs" in text

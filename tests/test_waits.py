@@ -83,9 +83,11 @@ def test_an_approval_suspends_without_a_lease_and_resumes_once(
     assert types.count("signal_received") == 1
     # Suspending and resuming spent no attempt.
     assert done.attempt == 1
-    # After the end a repeat is still answered as the first; anything new is refused.
+    # After the end a stored name answers as before it (a repeat as the first, another
+    # payload a conflict: whether the worker finished first does not change the answer); a
+    # new name is refused.
     assert ledger.signal(job_id, "approval", {"ok": True}) is False
-    with pytest.raises(TerminalJob):
+    with pytest.raises(SignalConflict):
         ledger.signal(job_id, "approval", {"ok": False})
     with pytest.raises(TerminalJob):
         ledger.signal(job_id, "another", None)

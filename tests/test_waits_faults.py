@@ -100,11 +100,14 @@ def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
         received = [e for e in ledger.events(job_id) if e.type == "signal_received"]
         assert len(received) == 1
     assert marker(tmp_path, "before-wait") == ["A", "A"]
-    # A double click after the end is still answered as the first; a new answer is refused.
+    # A double click after the end is still answered as the first; another answer under the
+    # name conflicts, as before the end; a new name is refused: the job has ended.
     repeat = tenure_cli("signal", by_cli, "approval", "--payload", '{"ok": true}', db=db_url)
     assert repeat.returncode == 0 and "already stored" in repeat.stdout, repeat.stderr
     late = tenure_cli("signal", by_cli, "approval", "--payload", '{"ok": false}', db=db_url)
-    assert late.returncode == 1 and "already succeeded" in late.stderr
+    assert late.returncode == 1 and "different payload" in late.stderr
+    new = tenure_cli("signal", by_cli, "another", db=db_url)
+    assert new.returncode == 1 and "already succeeded" in new.stderr
 
 
 def test_http_signals_first_wins_repeat_is_harmless_conflict_is_409(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tenure import labels as label_rules
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.types import JSON
@@ -49,6 +50,7 @@ class JobClass:
     tool: bool = False
     description: str | None = None
     input_schema: dict[str, Any] | None = None
+    labels: dict[str, str | None] | None = None
 
     @property
     def is_async(self) -> bool:
@@ -59,6 +61,10 @@ class JobClass:
     def margin(self) -> float:
         """How much confirmed lease an effect needs before it may start (invariant 8)."""
         return self.heartbeat + self.jitter
+
+    def labels_of(self, submitted: dict[str, str] | None) -> dict[str, str]:
+        """A job's labels: the class's fixed values and what its submit set."""
+        return label_rules.merged(self.labels, submitted)
 
 
 def _positive(kind: str, name: str, value: Any, *, allow_none: bool = False) -> None:
@@ -109,9 +115,18 @@ def validate(job_class: JobClass) -> JobClass:
     if not all(isinstance(kind, str) and kind for kind in c.spawns):
         raise InvalidJobClass(f"job class {c.kind!r}: spawns must list job kinds (strings)")
     _check_tool(c)
+    _check_labels(c)
     if not all(callable(check) for check in c.resume_checks):
         raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
+
+
+def _check_labels(c: JobClass) -> None:
+    """Label keys a metric can carry, fixed values short and printable (`tenure.labels`)."""
+    try:
+        label_rules.check_declared(c.labels, f"job class {c.kind!r}")
+    except InvalidArgument as exc:
+        raise InvalidJobClass(str(exc)) from None
 
 
 def _check_tool(c: JobClass) -> None:
@@ -169,6 +184,7 @@ class App:
         tool: bool = False,
         description: str | None = None,
         input_schema: dict[str, Any] | None = None,
+        labels: dict[str, str | None] | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -180,6 +196,8 @@ class App:
         fails the job. The model plans; this list decides.
         `tool=True` makes the kind an MCP tool of `tenure mcp`, described by `description`, its
         arguments (the payload) checked against `input_schema` before a job is made.
+        `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
+        value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
 
         def register(handler: H) -> H:
@@ -205,8 +223,11 @@ class App:
                     tool=tool,
                     description=description,
                     input_schema=input_schema,
+                    labels=None if labels is None else dict(labels),
                 )
             )
+            if labels is not None and self._ledger is not None:  # opened before this class
+                self._ledger.declare_labels({kind: labels})
             return handler
 
         return register
@@ -253,8 +274,17 @@ class App:
 
     def connect(self, url: str | None = None, **overrides: Any) -> Ledger:
         """A new ledger on the app's database (or `url`); the caller closes it. `overrides`
-        replace the app's connect options for this ledger."""
-        return connect(url or self.url, **{**self.connect_options, **overrides})
+        replace the app's connect options for this ledger. The classes' label declarations
+        are written there, so that any process's submit is checked against them."""
+        ledger = connect(url or self.url, **{**self.connect_options, **overrides})
+        declared = {k: c.labels for k, c in self.job_classes.items() if c.labels is not None}
+        if declared:
+            try:
+                ledger.declare_labels(declared)
+            except BaseException:
+                ledger.close()
+                raise
+        return ledger
 
     @property
     def ledger(self) -> Ledger:

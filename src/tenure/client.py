@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
+from tenure import tracing
 from tenure.errors import (
     AccessDenied,
     IdempotencyConflict,
@@ -141,14 +142,23 @@ class _Calls:
         idempotency_key: str | None,
         priority: int,
         max_attempts: int | None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> _Call:
         body: dict[str, Any] = {"kind": kind, "payload": payload, "priority": priority}
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
         if max_attempts is not None:
             body["max_attempts"] = max_attempts
+        if labels is not None:
+            body["labels"] = labels
+        # The caller's trace (given, or its current OpenTelemetry span): the job joins it.
+        trace = traceparent or tracing.current_traceparent()
+        headers = {"traceparent": trace} if trace else {}
         # Without a key a resent submit would be a second job: never retried.
-        return _Call("POST", "/v1/jobs", body, True, retry=idempotency_key is not None)
+        return _Call(
+            "POST", "/v1/jobs", body, True, headers=headers, retry=idempotency_key is not None
+        )
 
     def get(self, job_id: str, wait: float = 0.0) -> _Call:
         params = {"wait": round(wait, 3)} if wait > 0 else {}
@@ -215,9 +225,14 @@ class Client:
         idempotency_key: str | None = None,
         priority: int = 0,
         max_attempts: int | None = None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> str:
-        """Submit a job; its id. A repeated key returns the key's job (same kind and payload)."""
-        call = self._calls.submit(kind, payload, idempotency_key, priority, max_attempts)
+        """Submit a job; its id. A repeated key returns the key's job (same kind and payload).
+        `labels` and `traceparent` as for `Ledger.submit` (the current span's by default)."""
+        call = self._calls.submit(
+            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent
+        )
         return str(self._send(call)["id"])
 
     def get(self, job_id: str) -> Job:
@@ -292,9 +307,13 @@ class AsyncClient:
         idempotency_key: str | None = None,
         priority: int = 0,
         max_attempts: int | None = None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> str:
         """See `Client.submit`."""
-        call = self._calls.submit(kind, payload, idempotency_key, priority, max_attempts)
+        call = self._calls.submit(
+            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent
+        )
         return str((await self._send(call))["id"])
 
     async def get(self, job_id: str) -> Job:

@@ -103,6 +103,11 @@ class Job:
     until the next one."""
     variant: str | None = None
     """The rollout variant the job was given at submit (None: the stable one)."""
+    labels: dict[str, str] | None = None
+    """The labels its submit set (keys its job class leaves to the submitter; the class's
+    fixed labels are the class's, not stored per job)."""
+    traceparent: str | None = None
+    """The W3C trace context it was submitted in: its attempts are spans of that trace."""
 
     @property
     def terminal(self) -> bool:
@@ -133,6 +138,8 @@ class Lease:
     checkpoint: JSON = field(default=None, repr=False)
     wait: dict[str, Any] | None = None
     variant: str | None = None
+    labels: dict[str, str] | None = None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +232,8 @@ class Effect:
     fence: int
     in_doubt: bool
     job_id: str
+    traceparent: str | None = None
+    """The effect's span, for the receiver to continue the trace (None without tracing)."""
 
 
 @dataclass(frozen=True, slots=True)

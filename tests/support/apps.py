@@ -231,3 +231,30 @@ def flaky_candidate(ctx: tenure.JobContext, payload: Any) -> Any:
     if candidate and payload["n"] % 5 < 2:
         raise tenure.NonRetryable("the candidate got it wrong")
     return {"n": payload["n"], "variant": ctx.variant}
+
+
+# -- observability (tests/test_observability.py) ---------------------------------------------
+BROWSER = {"tool": "browser", "provider": "acme-web", "model": None}
+
+
+@app.job("browse", labels=BROWSER, **FAST)
+def browse(ctx: tenure.JobContext, payload: Any) -> Any:
+    return ctx.step("render", lambda: {"rendered": True})
+
+
+@app.job("search", labels={"tool": "search", "provider": "acme-search", "model": None}, **FAST)
+def search(ctx: tenure.JobContext, payload: Any) -> Any:
+    return {"found": 1}
+
+
+@app.job("stuck_browse", labels=BROWSER, lease=30.0, heartbeat=5.0, jitter=2.0, stage_timeout=2.0)
+def stuck_browse(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A render that does not finish: the test pauses its worker inside it."""
+
+    def render() -> str:
+        mark(f"in-render-{os.getpid()}")
+        while not ctx.cancelled.is_set():
+            time.sleep(0.01)
+        return "stopped"
+
+    return ctx.step("render", render)

@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", default="default")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
     p.add_argument("--max-attempts", type=int, default=None)
+    p.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label its job class leaves to the submitter (repeatable)",
+    )
+    p.add_argument("--traceparent", help="a W3C trace context the job's attempts join")
     add("status", cmd_status, "show one job").add_argument("id")
     p = add("jobs", cmd_jobs, "list jobs, newest first")
     p.add_argument("--state", choices=[s.value for s in JobState])

@@ -42,6 +42,12 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--payload is not JSON: {exc}") from exc
+    labels = {}
+    for pair in args.label:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--label takes KEY=VALUE, got {pair!r}")
+        labels[key] = value
     job_id = ledger.submit(
         args.kind,
         payload,
@@ -49,6 +55,8 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
         tenant=args.tenant,
         max_attempts=args.max_attempts,
         priority=args.priority,
+        labels=labels or None,
+        traceparent=args.traceparent,
     )
     job = ledger.get(job_id)
     if args.json:

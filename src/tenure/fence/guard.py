@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from tenure import tracing
 from tenure.errors import InvalidArgument, JobNotFound, StaleFence
 from tenure.storage import Store, open_store
 from tenure.types import JSON, Job
@@ -90,51 +91,77 @@ class FenceGuard:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def apply(self, scope: str, fence: int, key: str, fn: Callable[[], Any]) -> JSON:
-        """Run `fn` once for `key` under `fence` in `scope`; see the class docstring."""
-        return self.apply_with_status(scope, fence, key, fn)[0]
+    def apply(
+        self,
+        scope: str,
+        fence: int,
+        key: str,
+        fn: Callable[[], Any],
+        *,
+        traceparent: str | None = None,
+    ) -> JSON:
+        """Run `fn` once for `key` under `fence` in `scope`; see the class docstring. With
+        tracing on, the decision is a span (`tenure.fence`) of the current trace, or of the
+        sender's when its `traceparent` is given."""
+        return self.apply_with_status(scope, fence, key, fn, traceparent=traceparent)[0]
 
     def apply_with_status(
-        self, scope: str, fence: int, key: str, fn: Callable[[], Any]
+        self,
+        scope: str,
+        fence: int,
+        key: str,
+        fn: Callable[[], Any],
+        *,
+        traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """Like `apply`, and say whether the result was replayed."""
         self._check(scope, fence, key)
-        pause = 0.005
-        while True:
-            decision = self._decide(scope, fence, key)
-            if decision.action != "wait":
-                break
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
-        if decision.action != "run":
-            return self._settled(decision, scope, fence)
-        try:
-            result = fn()
-        except BaseException:
-            self.store.fence_forget(key, fence)
-            raise
-        return self._store(key, fence, result), False
+        with tracing.fence_span(scope, fence, traceparent) as span:
+            pause = 0.005
+            while True:
+                decision = self._decide(scope, fence, key)
+                if decision.action != "wait":
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+            if decision.action != "run":
+                return self._settled(decision, scope, fence, span)
+            try:
+                result = fn()
+            except BaseException:
+                self.store.fence_forget(key, fence)
+                raise
+            span.outcome("applied")
+            return self._store(key, fence, result), False
 
     async def aapply(
-        self, scope: str, fence: int, key: str, fn: Callable[[], Awaitable[Any]]
+        self,
+        scope: str,
+        fence: int,
+        key: str,
+        fn: Callable[[], Awaitable[Any]],
+        *,
+        traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """`apply_with_status` for async code: `fn` is awaited, database calls run in threads."""
         self._check(scope, fence, key)
-        pause = 0.005
-        while True:
-            decision = await asyncio.to_thread(self._decide, scope, fence, key)
-            if decision.action != "wait":
-                break
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.1)
-        if decision.action != "run":
-            return self._settled(decision, scope, fence)
-        try:
-            result = await fn()
-        except BaseException:
-            await asyncio.to_thread(self.store.fence_forget, key, fence)
-            raise
-        return await asyncio.to_thread(self._store, key, fence, result), False
+        with tracing.fence_span(scope, fence, traceparent) as span:
+            pause = 0.005
+            while True:
+                decision = await asyncio.to_thread(self._decide, scope, fence, key)
+                if decision.action != "wait":
+                    break
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
+            if decision.action != "run":
+                return self._settled(decision, scope, fence, span)
+            try:
+                result = await fn()
+            except BaseException:
+                await asyncio.to_thread(self.store.fence_forget, key, fence)
+                raise
+            span.outcome("applied")
+            return await asyncio.to_thread(self._store, key, fence, result), False
 
     def lookup(self, key: str) -> Recorded:
         """Did the command with `key` happen? `Recorded.ran` and its result (see `Recorded`):
@@ -173,12 +200,16 @@ class FenceGuard:
             return Decision("run", highest=max(highest, fence))
 
     @staticmethod
-    def _settled(decision: Decision, scope: str, fence: int) -> tuple[JSON, bool]:
+    def _settled(
+        decision: Decision, scope: str, fence: int, span: tracing.FenceSpan
+    ) -> tuple[JSON, bool]:
         if decision.action == "stale":
+            span.stale(fence, decision.highest)
             raise StaleFence(
                 f"fence {fence} for {scope!r} is below the highest accepted ({decision.highest}): "
                 "a newer owner has acted; this command is refused"
             )
+        span.outcome("replayed")
         return decision.result, True
 
     def _store(self, key: str, fence: int, result: Any) -> JSON:

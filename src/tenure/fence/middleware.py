@@ -17,6 +17,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 FENCE, SCOPE, KEY = b"x-execution-fence", b"x-execution-scope", b"idempotency-key"
+TRACEPARENT = b"traceparent"
 REPLAYED = b"x-fence-replayed"
 
 
@@ -76,7 +77,9 @@ class FenceMiddleware:
             return response
 
         try:
-            response, replayed = await self.guard.aapply(fence_scope, fence, key, run)
+            response, replayed = await self.guard.aapply(
+                fence_scope, fence, key, run, traceparent=_traceparent(scope)
+            )
         except StaleFence as exc:
             await _json(
                 send,
@@ -103,6 +106,14 @@ def _fence_headers(scope: Scope) -> tuple[int, str, str] | None:
         return (int(headers[FENCE].decode()), headers[SCOPE].decode(), headers[KEY].decode())
     except UnicodeDecodeError as exc:
         raise ValueError(f"fence headers must be text: {exc}") from exc
+
+
+def _traceparent(scope: Scope) -> str | None:
+    """The sender's trace context (a malformed one is ignored: it starts no trace)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == TRACEPARENT:
+            return bytes(value).decode("latin-1")
+    return None
 
 
 async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> dict[str, Any]:

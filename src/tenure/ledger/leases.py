@@ -298,16 +298,20 @@ class Leases(Limits):
         kind: StageKind,
         *,
         effect_key: str | None = None,
+        timeout_seconds: float | None = None,
         **detail: Any,
     ) -> None:
-        """Write-ahead record of a step or effect about to run, while the lease holds."""
+        """Write-ahead record of a step or effect about to run, while the lease holds; with
+        `timeout_seconds` (the class's stage timeout) the database can tell it is overdue."""
         check_int(position, "stage position", 0)
         check_name(name, "stage name")
         detail_json = event_detail(position=position, name=name, **detail)
         done = self._guard(
             lease,
             "start_stage",
-            lambda: self.store.stage_start(lease, position, name, kind, effect_key, detail_json),
+            lambda: self.store.stage_start(
+                lease, position, name, kind, effect_key, detail_json, timeout_seconds
+            ),
         )
         if not done:
             self._lost(lease, "start_stage")

@@ -13,7 +13,7 @@ from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, Termi
 from tenure.ledger.awaiting import FIRST_POLL, LAST_POLL
 from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
-from tenure.storage.base import EventTotals, QueueFigure
+from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
 from tenure.types import Event, Job, JobState, Stage
 from tenure.validation import check_int, check_job_id
 
@@ -125,6 +125,11 @@ class Reading(LedgerCore):
     def queue_figures(self, by_tenant: bool = False) -> builtins.list[QueueFigure]:
         """Jobs per kind (and tenant) and state, with lease and queue ages, by the DB clock."""
         return self.store.queue_figures(by_tenant)
+
+    def overdue_stages(self, by_tenant: bool = False) -> builtins.list[OverdueStages]:
+        """Steps and effects of running jobs still started past their stage timeout, by kind
+        (and tenant) and labels: the seed's TTL alert, from the database."""
+        return self.store.overdue_stages(by_tenant)
 
     def event_totals(self, by_tenant: bool = False) -> builtins.list[EventTotals]:
         """Recovery events per kind (and tenant): expiries, reclaims, rejections, …"""

@@ -9,8 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from tenure import tracing
 from tenure.errors import IdempotencyConflict, InvalidArgument
 from tenure.ledger.core import event_detail
+from tenure.ledger.declarations import Declarations
 from tenure.ledger.rollouts import Rollouts
 from tenure.logs import emit
 from tenure.storage import NewJob
@@ -33,9 +35,11 @@ class _Placement:
     priority: int
     run_at: datetime | None
     delay_seconds: float
+    labels_json: str | None = None
+    traceparent: str | None = None
 
 
-class Submission(Rollouts):
+class Submission(Rollouts, Declarations):
     """`submit`, `submit_or_find`, `submit_many`, and the wake-ups they cause."""
 
     def submit(
@@ -48,12 +52,16 @@ class Submission(Rollouts):
         max_attempts: int | None = None,
         priority: int = 0,
         run_after: datetime | timedelta | float | None = None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> str:
         """Persist a job and return its id at once.
 
         A key the tenant already used returns that job's id when kind and payload are the same
         JSON value (key order does not matter), and raises `IdempotencyConflict` otherwise.
         `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
+        `labels` sets keys the kind's job class leaves to the submitter (`tenure.labels`).
+        `traceparent` (default: the current OpenTelemetry span's) puts its attempts in that trace.
         """
         job_id, _ = self.submit_or_find(
             kind,
@@ -63,6 +71,8 @@ class Submission(Rollouts):
             max_attempts=max_attempts,
             priority=priority,
             run_after=run_after,
+            labels=labels,
+            traceparent=traceparent,
         )
         return job_id
 
@@ -77,10 +87,14 @@ class Submission(Rollouts):
         priority: int = 0,
         run_after: datetime | timedelta | float | None = None,
         parent_id: str | None = None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the job is new (False: the key's existing job).
         `parent_id` makes the job a child of that job (what `ctx.spawn` does)."""
-        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
+        placement = self._placement(
+            kind, tenant, max_attempts, priority, run_after, labels, traceparent
+        )
         kind, tenant = placement.kind, placement.tenant
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
@@ -117,14 +131,19 @@ class Submission(Rollouts):
         max_attempts: int | None = None,
         priority: int = 0,
         run_after: datetime | timedelta | float | None = None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> builtins.list[str]:
         """Submit many jobs of one kind in one statement (one transaction on SQLite).
 
         All or nothing: a payload that is not JSON or too large rejects the whole batch before
         anything is written. No idempotency keys here: a keyed job goes through `submit`.
-        Returns the new ids in the order of `payloads`.
+        Returns the new ids in the order of `payloads`; `labels` and `traceparent` as for
+        `submit`, the same for every job of the batch.
         """
-        placement = self._placement(kind, tenant, max_attempts, priority, run_after)
+        placement = self._placement(
+            kind, tenant, max_attempts, priority, run_after, labels, traceparent
+        )
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument("payloads must be a list of JSON values")
         check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
@@ -145,17 +164,26 @@ class Submission(Rollouts):
         max_attempts: int | None,
         priority: int,
         run_after: datetime | timedelta | float | None,
+        labels: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> _Placement:
         """Validate what a submit shares with every job of a batch."""
         attempts = self.default_max_attempts if max_attempts is None else max_attempts
         run_at, delay = _schedule(run_after)
+        kind = check_name(kind, "kind")
+        if traceparent is None:
+            traceparent = tracing.current_traceparent()
+        else:
+            traceparent = tracing.check_traceparent(traceparent)
         return _Placement(
-            kind=check_name(kind, "kind"),
+            kind=kind,
             tenant=check_name(tenant, "tenant"),
             max_attempts=check_int(attempts, "max_attempts", 1),
             priority=check_int(priority, "priority"),
             run_at=run_at,
             delay_seconds=delay,
+            labels_json=self._submitted_labels(kind, labels),
+            traceparent=traceparent,
         )
 
     def _new_job(
@@ -192,6 +220,8 @@ class Submission(Rollouts):
             parent_id=parent_id,
             variant=variant,
             held=held,
+            labels_json=placement.labels_json,
+            traceparent=placement.traceparent,
         )
         return job, encoded
 

@@ -38,7 +38,8 @@ class Waits(Submission, Leases, Reading):
 
         True when this call stored it; False for a repeat with the same payload (answered as
         the first, also once the job has ended). Raises `SignalConflict` for a different
-        payload under a stored name, `TerminalJob` for a new signal to a job that has ended,
+        payload under a stored name (ended or not), `TerminalJob` for a new name sent to a job
+        that has ended,
         `JobNotFound` for an unknown id. A signal may
         arrive before the job waits for it; a job waiting for it is woken.
         """

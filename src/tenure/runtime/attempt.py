@@ -67,7 +67,7 @@ def call_handler(run: JobRun, ctx: JobContext, loop: asyncio.AbstractEventLoop |
     if not run.job_class.is_async:
         return handler(ctx, run.lease.payload)
     assert loop is not None  # started with the worker when a class is async
-    future = asyncio.run_coroutine_threadsafe(handler(ctx, run.lease.payload), loop)
+    future = asyncio.run_coroutine_threadsafe(run.trace.bind(handler(ctx, run.lease.payload)), loop)
     run.async_future = future
     if run.cancelled.is_set():
         future.cancel()

@@ -9,10 +9,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tenure import tracing
 from tenure.errors import (
     InvalidArgument,
     JobCancelled,
@@ -142,8 +144,9 @@ class JobContext:
         """
         plan = self._begin(name, StageKind.STEP)
         if plan.replayed:
-            return plan.result
-        return self._end(plan, fn())
+            return self._replayed(plan)
+        with self._span(plan):
+            return self._end(plan, fn())
 
     def effect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
         """Act on the world once per key: `fn(fx)` must send `fx.key` and `fx.fence`.
@@ -153,24 +156,27 @@ class JobContext:
         """
         plan = self._begin(name, StageKind.EFFECT)
         if plan.replayed:
-            return plan.result
-        return self._end(plan, fn(self._effect(plan)))
+            return self._replayed(plan)
+        with self._span(plan):
+            return self._end(plan, fn(self._effect(plan)))
 
     async def astep(self, name: str, fn: Callable[[], Any]) -> Any:
         """`step` for async handlers; `fn` may be sync (run in a thread) or async."""
         plan = await asyncio.to_thread(self._begin, name, StageKind.STEP)
         if plan.replayed:
-            return plan.result
-        result = await _call(fn)
-        return await asyncio.to_thread(self._end, plan, result)
+            return self._replayed(plan)
+        with self._span(plan):
+            result = await _call(fn)
+            return await asyncio.to_thread(self._end, plan, result)
 
     async def aeffect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
         """`effect` for async handlers; `fn(fx)` may be sync (run in a thread) or async."""
         plan = await asyncio.to_thread(self._begin, name, StageKind.EFFECT)
         if plan.replayed:
-            return plan.result
-        result = await _call(fn, self._effect(plan))
-        return await asyncio.to_thread(self._end, plan, result)
+            return self._replayed(plan)
+        with self._span(plan):
+            result = await _call(fn, self._effect(plan))
+            return await asyncio.to_thread(self._end, plan, result)
 
     # -- runs that wait ----------------------------------------------------------------------
 
@@ -287,8 +293,21 @@ class JobContext:
         return outcome.result
 
     def _effect(self, plan: _Plan) -> Effect:
+        """What the effect's function gets; called inside its span, whose trace it carries."""
         key = effect_key(self.job_id, plan.name)
-        return Effect(plan.name, key, self.token, plan.in_doubt, self.job_id)
+        traceparent = tracing.effect_traceparent()
+        return Effect(plan.name, key, self.token, plan.in_doubt, self.job_id, traceparent)
+
+    def _span(self, plan: _Plan) -> AbstractContextManager[None]:
+        """The stage's span (a child of the attempt's), current while it runs."""
+        return self._run.trace.stage(
+            plan.kind.value, plan.name, plan.position, in_doubt=plan.in_doubt
+        )
+
+    def _replayed(self, plan: _Plan) -> Any:
+        """A stage an earlier attempt recorded done: its result, not run again."""
+        self._run.trace.replayed(plan.kind.value, plan.name, plan.position)
+        return plan.result
 
     def _begin(self, name: str, kind: StageKind) -> _Plan:
         """Replay a recorded stage, or write its `started` record (write-ahead)."""
@@ -315,7 +334,7 @@ class JobContext:
                 kind=kind.value,
                 started_token=recorded.token,
             )
-            self._keeper.count("steps_in_doubt")
+            self._keeper.count("steps_in_doubt", run=self._run)
             self._run.log(
                 logging.WARNING, "step_in_doubt", position=position, name=name, kind=kind.value
             )
@@ -330,6 +349,7 @@ class JobContext:
                 name,
                 kind,
                 effect_key=effect_key(self.job_id, name) if kind is StageKind.EFFECT else None,
+                timeout_seconds=self._run.job_class.stage_timeout,
                 in_doubt=plan.in_doubt,
             )
         )
@@ -399,6 +419,7 @@ class JobContext:
         try:
             return write()
         except LeaseLost:
+            self._run.trace.event("lease_lost", self.token)
             self._run.cancel(self._ledger.lost_reason(self.job_id))
             raise JobCancelled("lease_lost") from None
 

@@ -67,6 +67,8 @@ class LeaseKeeper:
         self._threads: list[threading.Thread] = []
         self._settle = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tenure-settle")
         self.counters: Counter[str] = Counter()
+        # The same counts of what happened to jobs, by (name, kind, sorted labels).
+        self.by_job: Counter[tuple[str, str, tuple[tuple[str, str], ...]]] = Counter()
         self._summary: Counter[str] = Counter()
         self._summary_since = time.monotonic()
 
@@ -113,7 +115,7 @@ class LeaseKeeper:
         with self._lock:
             run = self._runs.get(job_id)
         if run is not None and run.lease.token < token:
-            self.count("cancels_heard")
+            self.count("cancels_heard", run=run)
             run.renewing = False
             run.cancel(CancelReason.CANCELLED)
 
@@ -128,10 +130,24 @@ class LeaseKeeper:
         """A stage started or ended: the watcher recomputes when to wake."""
         self._watch_wake.set()
 
-    def count(self, name: str, n: int = 1) -> None:
-        """Add to one of the worker's counters."""
+    def count(self, name: str, n: int = 1, *, run: JobRun | None = None) -> None:
+        """Add to one of the worker's counters (and, for a run, to its kind's and labels')."""
         with self._lock:
             self.counters[name] += n
+            if run is not None:
+                self.by_job[(name, run.lease.kind, run.label_items)] += n
+
+    def count_runs(self, name: str, runs: list[JobRun]) -> None:
+        """Add one per run to a counter, under one lock (a renewal batch of thousands)."""
+        with self._lock:
+            self.counters[name] += len(runs)
+            for run in runs:
+                self.by_job[(name, run.lease.kind, run.label_items)] += 1
+
+    def job_counts(self) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], int]:
+        """A copy of the per-kind-and-labels counters."""
+        with self._lock:
+            return dict(self.by_job)
 
     def _snapshot(self) -> list[JobRun]:
         with self._lock:
@@ -181,19 +197,20 @@ class LeaseKeeper:
         try:
             result = self._ledger.extend_many([run.lease for run in due])
         except (OwnershipUnknown, StoreUnavailable):
-            self.count("extension_failures")
+            self.count_runs("extension_failures", due)  # each lease whose renewal failed
             self._summarise(failures=1)
             for run in due:
                 run.next_renewal = sent_at + min(_RETRY_SECONDS, run.job_class.heartbeat / 4)
             return
-        self.count("heartbeats", len(result.renewed))
+        self.count_runs("heartbeats", [r for r in due if r.lease.job_id in result.renewed])
         self._summarise(renewed=len(result.renewed), lost=len(result.lost))
         for run in due:
             if run.lease.job_id in result.renewed:
                 run.confirmed(sent_at, result.renewed[run.lease.job_id])
                 self._watch_wake.set()
             else:
-                self.count("leases_lost")
+                self.count("leases_lost", run=run)
+                run.trace.event("lease_lost", run.lease.token)
                 run.renewing = False
                 # Why it was lost (an operator's cancel, or another owner) takes a read: on
                 # the settle pool, so that the renewer itself makes one statement per batch.
@@ -240,7 +257,7 @@ class LeaseKeeper:
         if deadline is not None:
             if now >= deadline:
                 run.stage_deadline = None
-                self.count("stage_timeouts")
+                self.count("stage_timeouts", run=run)
                 run.cancel(CancelReason.STAGE_TIMEOUT)
                 self._settle.submit(self._on_stage_timeout, run)
             else:
@@ -248,7 +265,7 @@ class LeaseKeeper:
         if run.renewing and job_class.max_lease_lifetime is not None:
             end = run.started + job_class.max_lease_lifetime
             if now >= end:
-                self.count("max_lease_lifetime")
+                self.count("max_lease_lifetime", run=run)
                 run.renewing = False
                 run.cancel(CancelReason.MAX_LEASE_LIFETIME)
                 self._settle.submit(self._on_lifetime, run)
@@ -258,7 +275,7 @@ class LeaseKeeper:
             if now >= run.confirmed_until:
                 # The lease may be gone by the database's clock: act as if it were, and keep
                 # probing (the renewer) so the database's answer is recorded when it comes.
-                self.count("leases_unconfirmed")
+                self.count("leases_unconfirmed", run=run)
                 self._ledger.report_unconfirmed(run.lease, run.lease_until)
                 run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             else:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
 from tenure.app import JobClass
+from tenure.errors import StoreUnavailable
+from tenure.ledger import Ledger
 from tenure.logs import emit
-from tenure.types import CancelReason, Lease
+from tenure.tracing import NO_TRACE, AttemptTrace
+from tenure.types import CancelReason, EventType, Lease
 
 log = logging.getLogger("tenure.worker")
 
@@ -29,6 +34,12 @@ class JobRun:
     def __init__(self, lease: Lease, job_class: JobClass, sent_at: float) -> None:
         self.lease = lease
         self.job_class = job_class
+        # Its class's fixed labels and its submit's: what its metrics and spans are broken
+        # down by (`label_items`, sorted, is the counters' key).
+        self.labels = job_class.labels_of(lease.labels)
+        self.label_items = tuple(sorted(self.labels.items()))
+        self.trace: AttemptTrace = NO_TRACE
+        self.outcome = "unfinished"  # succeeded, failed, retried, released, suspended, …
         self.started = sent_at
         self.confirmed_until = sent_at + lease.lease_seconds
         self.lease_until: datetime = lease.lease_until
@@ -94,6 +105,20 @@ class JobRun:
         """True once someone wrote (or gave up writing) the run's outcome."""
         return self._finished
 
+    def tool_outcome_unknown(self, ledger: Ledger, cause: str) -> None:
+        """Invariant 7: a tool whose outcome is unknown is its own event, with the job, token,
+        last confirmed lease end, the effect and a request id (retry only with the same key)."""
+        detail = {
+            "cause": cause,
+            "effect": self.stage_name,
+            "request_id": uuid.uuid4().hex[:12],
+            "last_confirmed_lease_until": self.lease_until.isoformat(),
+        }
+        self.log(logging.WARNING, "tool_outcome_unknown", **detail)
+        # Logged above already; if the database is away, the retry's error code says it too.
+        with contextlib.suppress(StoreUnavailable):
+            ledger.record(self.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
+
     # -- cancellation ------------------------------------------------------------------------
 
     def cancel(self, reason: CancelReason) -> None:
@@ -111,6 +136,7 @@ class JobRun:
             callbacks, self._callbacks = self._callbacks, []
             self._confirmed.notify_all()
         self.log(logging.WARNING, "job_cancelled_locally", reason=reason)
+        self.trace.event(str(reason), self.lease.token)
         for callback in callbacks:
             _call_quietly(callback, self)
         if self.async_future is not None:

@@ -78,3 +78,9 @@ class HandlerThreads:
                         task = None
         with self._lock:
             self._alive -= 1
+
+
+def join_thread(thread: threading.Thread | None) -> None:
+    """Join `thread` unless it is None or the caller itself."""
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()

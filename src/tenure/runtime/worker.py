@@ -17,7 +17,6 @@ What a running worker holds (ledger, keeper, committer, loop, threads) is one `_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
+from tenure import tracing
 from tenure.app import App, JobClass
 from tenure.errors import (
     JobCancelled,
@@ -52,7 +52,7 @@ from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.run import JobRun
 from tenure.runtime.supervisor import Supervisor
-from tenure.runtime.threads import HandlerThreads
+from tenure.runtime.threads import HandlerThreads, join_thread
 from tenure.types import CancelReason, EventType, JobState, Lease
 
 log = logging.getLogger("tenure.worker")
@@ -78,11 +78,6 @@ class _Running:
     stop_listening: Callable[[], None] | None = None
     loop_thread: threading.Thread | None = None
     claim_thread: threading.Thread | None = None
-
-
-def _join(thread: threading.Thread | None) -> None:
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
 
 
 def new_worker_id() -> str:
@@ -236,7 +231,7 @@ class Worker:
             self._wake.set()
             if live.stop_listening is not None:
                 live.stop_listening()
-            _join(live.claim_thread)
+            join_thread(live.claim_thread)
             deadline = time.monotonic() + (self.grace if grace is None else grace)
             while self._active() and time.monotonic() < deadline and not self._hurry.is_set():
                 self._slot_freed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -249,7 +244,7 @@ class Worker:
             live.keeper.stop()
             if live.loop is not None:
                 live.loop.call_soon_threadsafe(live.loop.stop)
-                _join(live.loop_thread)
+                join_thread(live.loop_thread)
                 live.loop.close()
             emit(log, logging.INFO, "worker_stopped", worker=self.worker_id, **self.stats)
             live.ledger.close()
@@ -287,6 +282,17 @@ class Worker:
     def running(self) -> int:
         """How many jobs this worker runs now."""
         return len(self._active())
+
+    @property
+    def job_counts(self) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], int]:
+        """The counters of what happened to jobs, by (counter, kind, sorted labels)."""
+        live = self._live
+        return {} if live is None else live.keeper.job_counts()
+
+    @property
+    def class_labels(self) -> dict[str, dict[str, str]]:
+        """The labels of each kind this worker runs, as its class declares them."""
+        return {kind: self.app.job_classes[kind].labels_of(None) for kind in self.kinds}
 
     def _state(self) -> _Running:
         if self._live is None:
@@ -449,7 +455,7 @@ class Worker:
         with self._runs_lock:
             self._runs[lease.job_id] = run
         keeper = self._state().keeper
-        keeper.count("claimed")
+        keeper.count("claimed", run=run)
         keeper.track(run)
         self._threads.run(self._execute, run)
 
@@ -465,16 +471,20 @@ class Worker:
             attempt=lease.attempt,
             worker=self.worker_id,
         )
+        run.trace = tracing.start_attempt(lease, run.labels)
         try:
             live = self._state()
-            ctx = open_context(run, live.ledger, live.keeper, self.app.checkpoint_migrations)
-            result = call_handler(run, ctx, live.loop)
+            with run.trace.active():
+                ctx = open_context(run, live.ledger, live.keeper, self.app.checkpoint_migrations)
+                result = call_handler(run, ctx, live.loop)
             run.handler_returned = True
             self._slot_freed.set()
             self._commit(run, result)
         except (JobCancelled, Suspended) as stopped:  # a suspended job waits, without a lease
             if isinstance(stopped, JobCancelled):
                 run.log(logging.WARNING, "job_stopped", reason=stopped.reason)
+            if run.outcome == "unfinished":
+                run.outcome = "suspended" if isinstance(stopped, Suspended) else "stopped"
         except NonRetryable as exc:
             self._fail(run, exc.error_document(self.app.keep_error_messages), retryable=False)
         except ResumeRefused as exc:
@@ -482,7 +492,7 @@ class Worker:
             self._ledger().record(lease, EventType.RESUME_REFUSED, code=exc.code)
             self._fail(run, {"code": exc.code}, retryable=False)
         except ToolOutcomeUnknown:
-            self._tool_outcome_unknown(run, "tool_error")
+            run.tool_outcome_unknown(self._ledger(), "tool_error")
             self._fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
         except StoreUnavailable:
             # OwnershipUnknown from a write, or the database failing a read while we hold the
@@ -506,6 +516,7 @@ class Worker:
         """The run is over, or settled while its handler may never return (Python cannot kill
         a thread; it can no longer publish anything): stop renewing, give its slot back."""
         self._state().keeper.untrack(run)
+        run.trace.end(run.outcome)
         with self._runs_lock:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
@@ -557,7 +568,9 @@ class Worker:
             try:
                 outcome = write(run)
             except LeaseLost:
-                keeper.count("results_rejected")
+                keeper.count("results_rejected", run=run)
+                run.outcome = "result_rejected"
+                run.trace.event("result_rejected", run.lease.token, action=action)
                 run.cancel(self._ledger().lost_reason(run.lease.job_id))
                 return
             except OwnershipUnknown:
@@ -570,28 +583,15 @@ class Worker:
                 run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
             counted = {"complete": "succeeded", "release": "released"}
-            keeper.count(counted.get(action, "failed" if str(outcome) == "failed" else "retried"))
+            run.outcome = counted.get(action, "failed" if str(outcome) == "failed" else "retried")
+            keeper.count(run.outcome, run=run)
             return
-
-    def _tool_outcome_unknown(self, run: JobRun, cause: str) -> None:
-        """Invariant 7: a tool whose outcome is unknown is its own event, with the job, token,
-        last confirmed lease end, the effect and a request id (retry only with the same key)."""
-        detail = {
-            "cause": cause,
-            "effect": run.stage_name,
-            "request_id": uuid.uuid4().hex[:12],
-            "last_confirmed_lease_until": run.lease_until.isoformat(),
-        }
-        run.log(logging.WARNING, "tool_outcome_unknown", **detail)
-        # Logged above already; if the database is away, the retry's error code says it too.
-        with contextlib.suppress(StoreUnavailable):
-            self._ledger().record(run.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
 
     def _stage_timed_out(self, run: JobRun) -> None:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
         run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
         if run.stage_is_effect:
-            self._tool_outcome_unknown(run, "stage_timeout")
+            run.tool_outcome_unknown(self._ledger(), "stage_timeout")
         self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
         self._ended(run)
 

@@ -56,6 +56,10 @@ def submit(
     response: Response,
     caller: Caller,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=MAX_NAME_LENGTH)] = None,
+    traceparent: Annotated[
+        str | None,
+        Header(max_length=55, description="W3C trace context: the job's attempts join it"),
+    ] = None,
 ) -> JobRef:
     """Persist a job and answer at once (202); a repeated key answers 200 with its job."""
     ledger = ledger_of(request)
@@ -71,6 +75,8 @@ def submit(
         tenant=tenant,
         max_attempts=body.max_attempts,
         priority=body.priority,
+        labels=body.labels,
+        traceparent=traceparent,
     )
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if created:

@@ -6,7 +6,8 @@ events), so any number of `tenure serve` processes report the same values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from prometheus_client.core import (
@@ -17,8 +18,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from tenure import labels as label_rules
 from tenure.errors import StoreUnavailable
+from tenure.labels import Declared
 from tenure.ledger import Ledger
+from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
+from tenure.types import JobState
 
 
 class ClaimLatency(Protocol):
@@ -42,6 +47,16 @@ class WorkerFigures(Protocol):
     @property
     def running(self) -> int: ...
 
+    @property
+    def job_counts(self) -> Mapping[tuple[str, str, tuple[tuple[str, str], ...]], int]:
+        """Counters of what happened to jobs, by (counter, kind, sorted labels)."""
+        ...
+
+    @property
+    def class_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of each kind the worker runs, as its class declares them."""
+        ...
+
 
 # (metric name, EventTotals field, help) for the counters read from recovery events.
 _EVENT_COUNTERS = [
@@ -58,77 +73,208 @@ def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, labels=labels)
 
 
+class _Series:
+    """How a group of jobs (kind, tenant, a job's submitted labels) becomes a series: its
+    class's fixed labels added, every key present (empty where a kind has none), and values
+    past `MAX_VALUES_PER_KEY` distinct ones of a key folded into `other`."""
+
+    def __init__(
+        self,
+        declared: dict[str, Declared],
+        groups: list[tuple[str, dict[str, str] | None, int]],
+        by_tenant: bool,
+    ) -> None:
+        self.declared = declared
+        self.by_tenant = by_tenant
+        full = [(label_rules.merged(declared.get(k), s), weight) for k, s, weight in groups]
+        self.keys = sorted(
+            {key for labels, _ in full for key in labels}
+            | {key for labels in declared.values() for key in labels}
+        )
+        self.kept = label_rules.fold(full, label_rules.MAX_VALUES_PER_KEY)
+        self.names = ["kind", "tenant", *self.keys] if by_tenant else ["kind", *self.keys]
+
+    def key(self, kind: str, tenant: str | None, submitted: dict[str, str] | None) -> Key:
+        labels = label_rules.folded(
+            label_rules.merged(self.declared.get(kind), submitted), self.kept
+        )
+        values = [labels.get(key, "") for key in self.keys]
+        return (kind, tenant or "", *values) if self.by_tenant else (kind, *values)
+
+
+Key = tuple[str, ...]
+
+
 class DatabaseCollector(Collector):
-    """Jobs by state, lease and queue ages, and recovery event totals, by kind (and tenant)."""
+    """Jobs by state, lease and queue ages, recovery event totals and overdue stages, by kind
+    and labels (and tenant)."""
 
     def __init__(self, ledger: Ledger, *, by_tenant: bool = False) -> None:
         self.ledger = ledger
         self.by_tenant = by_tenant
 
     def collect(self) -> Iterator[Metric]:
-        labels = ["kind", "tenant"] if self.by_tenant else ["kind"]
         up = GaugeMetricFamily("tenure_database_up", "1 if the last scrape reached the database")
         try:
             figures = self.ledger.queue_figures(self.by_tenant)
             totals = self.ledger.event_totals(self.by_tenant)
+            overdue = self.ledger.overdue_stages(self.by_tenant)
+            declared = self.ledger.declared_labels()
         except StoreUnavailable:
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
+        series = _Series(
+            declared,
+            [(f.kind, f.labels, f.jobs) for f in figures]
+            + [(t.kind, t.labels, 0) for t in totals]
+            + [(o.kind, o.labels, o.stages) for o in overdue],
+            self.by_tenant,
+        )
+        yield from self._queue(figures, series)
+        running = {
+            series.key(f.kind, f.tenant, f.labels) for f in figures if f.state is JobState.RUNNING
+        }
+        yield from self._overdue(overdue, series, running)
+        yield from self._events(figures, totals, series)
 
-        def key(kind: str, tenant: str | None) -> list[str]:
-            return [kind, tenant or ""] if self.by_tenant else [kind]
-
-        jobs = GaugeMetricFamily("tenure_jobs", "jobs by state", labels=[*labels, "state"])
-        expired = _gauge("tenure_expired_leases", "running jobs past their lease", labels)
-        heartbeat = _gauge(
-            "tenure_heartbeat_age_seconds", "oldest heartbeat age of a running job", labels
-        )
-        remaining = _gauge(
-            "tenure_lease_remaining_seconds", "least lease time left of a running job", labels
-        )
-        queued_age = _gauge(
-            "tenure_oldest_queued_age_seconds", "how long the oldest due job has waited", labels
-        )
+    def _queue(self, figures: list[QueueFigure], series: _Series) -> Iterator[Metric]:
+        names = series.names
+        jobs: Counter[Key] = Counter()
+        expired: Counter[Key] = Counter()
+        heartbeat: dict[Key, float] = {}
+        remaining: dict[Key, float] = {}
+        queued_age: dict[Key, float] = {}
         for f in figures:
-            jobs.add_metric([*key(f.kind, f.tenant), f.state.value], f.jobs)
-            if f.state.value == "running":
-                expired.add_metric(key(f.kind, f.tenant), f.expired_leases)
-                if f.oldest_heartbeat_age is not None:
-                    heartbeat.add_metric(key(f.kind, f.tenant), f.oldest_heartbeat_age)
-                if f.least_lease_remaining is not None:
-                    remaining.add_metric(key(f.kind, f.tenant), f.least_lease_remaining)
-            if f.state.value == "queued" and f.oldest_due_age is not None:
-                queued_age.add_metric(key(f.kind, f.tenant), f.oldest_due_age)
-        yield from (jobs, expired, heartbeat, remaining, queued_age)
-        # Every kind the queue knows gets each counter, at zero until its first event: a rate()
-        # over a series that appears only on the first failure misses that failure.
-        by_group = {(t.kind, t.tenant): t for t in totals}
-        groups = sorted({(f.kind, f.tenant) for f in figures} | set(by_group), key=str)
+            key = series.key(f.kind, f.tenant, f.labels)
+            jobs[(*key, f.state.value)] += f.jobs
+            if f.state is JobState.RUNNING:
+                expired[key] += f.expired_leases
+                _keep(heartbeat, key, f.oldest_heartbeat_age, max)
+                _keep(remaining, key, f.least_lease_remaining, min)
+            if f.state is JobState.QUEUED:
+                _keep(queued_age, key, f.oldest_due_age, max)
+        yield _family(GaugeMetricFamily, "tenure_jobs", "jobs by state", [*names, "state"], jobs)
+        yield _family(
+            GaugeMetricFamily, "tenure_expired_leases", "running jobs past their lease",
+            names, expired,
+        )  # fmt: skip
+        yield _family(
+            GaugeMetricFamily, "tenure_heartbeat_age_seconds",
+            "oldest heartbeat age of a running job", names, heartbeat,
+        )  # fmt: skip
+        yield _family(
+            GaugeMetricFamily, "tenure_lease_remaining_seconds",
+            "least lease time left of a running job", names, remaining,
+        )  # fmt: skip
+        yield _family(
+            GaugeMetricFamily, "tenure_oldest_queued_age_seconds",
+            "how long the oldest due job has waited", names, queued_age,
+        )  # fmt: skip
+
+    def _overdue(
+        self, overdue: list[OverdueStages], series: _Series, running: set[Key]
+    ) -> Iterator[Metric]:
+        stages: Counter[Key] = Counter({key: 0 for key in running})  # at zero while running
+        most: dict[Key, float] = {}
+        for o in overdue:
+            key = series.key(o.kind, o.tenant, o.labels)
+            stages[key] += o.stages
+            _keep(most, key, o.most_overdue_seconds, max)
+        yield _family(
+            GaugeMetricFamily, "tenure_stages_overdue",
+            "steps and effects of running jobs still started past their stage timeout",
+            series.names, stages,
+        )  # fmt: skip
+        yield _family(
+            GaugeMetricFamily, "tenure_stage_overdue_seconds",
+            "how far the most overdue running stage is past its stage timeout",
+            series.names, most,
+        )  # fmt: skip
+
+    def _events(
+        self, figures: list[QueueFigure], totals: list[EventTotals], series: _Series
+    ) -> Iterator[Metric]:
+        # Every group the queue knows gets each counter, at zero until its first event: a
+        # rate() over a series that appears only on the first failure misses that failure.
+        known = {series.key(f.kind, f.tenant, f.labels) for f in figures}
         for name, field, help_text in _EVENT_COUNTERS:
-            counter = CounterMetricFamily(name, help_text, labels=labels)
-            for kind, tenant in groups:
-                found = by_group.get((kind, tenant))
-                counter.add_metric(key(kind, tenant), getattr(found, field) if found else 0)
-            yield counter
+            counts: Counter[Key] = Counter({key: 0 for key in known})
+            for t in totals:
+                counts[series.key(t.kind, t.tenant, t.labels)] += getattr(t, field)
+            yield _family(CounterMetricFamily, name, help_text, series.names, counts)
+
+
+def _keep(
+    values: dict[Key, float], key: Key, value: float | None, pick: Callable[..., float]
+) -> None:
+    if value is not None:
+        values[key] = pick(values[key], value) if key in values else value
+
+
+def _family(
+    kind: Callable[..., Any],
+    name: str,
+    help_text: str,
+    labels: list[str],
+    values: Mapping[Key, float],
+) -> Metric:
+    family: Any = kind(name, help_text, labels=labels)
+    for key in sorted(values):
+        family.add_metric(list(key), values[key])
+    return family  # type: ignore[no-any-return]
+
+
+# Worker counters of what happened to jobs: by kind and labels. The others (statements made)
+# are the worker's alone.
+_PER_JOB = frozenset(
+    {
+        "claimed", "succeeded", "failed", "retried", "released", "heartbeats",
+        "extension_failures", "leases_lost", "leases_unconfirmed", "stage_timeouts",
+        "max_lease_lifetime", "cancels_heard", "steps_in_doubt", "results_rejected",
+    }
+)  # fmt: skip
 
 
 class WorkerCollector(Collector):
-    """A worker's own counters, running jobs and claim latency (`tenure worker --metrics-port`)."""
+    """A worker's own counters (those of jobs by kind and labels), running jobs and claim
+    latency (`tenure worker --metrics-port`)."""
 
     def __init__(self, worker: WorkerFigures) -> None:
         self.worker = worker
 
     def collect(self) -> Iterator[Metric]:
         worker_id = self.worker.worker_id
-        for name, value in sorted(self.worker.stats.items()):
-            counter = CounterMetricFamily(
-                f"tenure_worker_{name}", f"worker counter {name}", labels=["worker"]
-            )
-            counter.add_metric([worker_id], value)
-            yield counter
+        counts = self.worker.job_counts
+        classes = self.worker.class_labels
+        full = [(dict(items), n) for (_, _, items), n in counts.items()]
+        full += [(dict(labels), 0) for labels in classes.values()]
+        keys = sorted({key for labels, _ in full for key in labels})
+        kept = label_rules.fold(full, label_rules.MAX_VALUES_PER_KEY)
+
+        def key(kind: str, labels: Mapping[str, str]) -> Key:
+            folded = label_rules.folded(labels, kept)
+            return (worker_id, kind, *(folded.get(k, "") for k in keys))
+
+        stats = self.worker.stats
+        for name in sorted(set(stats) | _PER_JOB):
+            help_text = f"worker counter {name}"
+            if name not in _PER_JOB:
+                yield _family(
+                    CounterMetricFamily, f"tenure_worker_{name}", help_text, ["worker"],
+                    {(worker_id,): stats[name]},
+                )  # fmt: skip
+                continue
+            values: Counter[Key] = Counter({key(kind, c): 0 for kind, c in classes.items()})
+            for (counted, kind, items), n in counts.items():
+                if counted == name:
+                    values[key(kind, dict(items))] += n
+            yield _family(
+                CounterMetricFamily, f"tenure_worker_{name}", help_text,
+                ["worker", "kind", *keys], values,
+            )  # fmt: skip
         running = GaugeMetricFamily(
             "tenure_worker_running_jobs", "jobs this worker runs now", labels=["worker"]
         )

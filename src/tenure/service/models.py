@@ -27,6 +27,11 @@ class SubmitRequest(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=INT32_MAX)
     priority: int = Field(default=0, ge=INT32_MIN, le=INT32_MAX, description="higher runs first")
     tenant: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
+    labels: dict[str, str] | None = Field(
+        default=None,
+        description="label keys the kind's job class leaves to the submitter (at most 8, "
+        "values of 1 to 64 printable characters)",
+    )
 
 
 class JobRef(BaseModel):
@@ -64,6 +69,9 @@ class JobOut(BaseModel):
     updated_at: datetime
     parent_id: str | None = None
     wait: dict[str, Any] | None = None
+    variant: str | None = None
+    labels: dict[str, str] | None = None
+    traceparent: str | None = None
 
 
 class SignalOut(BaseModel):

@@ -48,6 +48,8 @@ class NewJob:
     parent_id: str | None = None
     variant: str | None = None
     held: bool = False  # a tripped rollout's: `waiting` for the signal `release`
+    labels_json: str | None = None  # what the submit set, canonical JSON
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,7 @@ class QueueFigure:
 
     kind: str
     tenant: str | None
+    labels: dict[str, str] | None
     state: JobState
     jobs: int
     expired_leases: int
@@ -147,12 +150,24 @@ class EventTotals:
 
     kind: str
     tenant: str | None
+    labels: dict[str, str] | None
     leases_expired: int
     jobs_reclaimed: int
     extension_failures: int
     results_rejected: int
     steps_in_doubt: int
     ownership_unknown: int
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueStages:
+    """Steps and effects running past their stage timeout, of one kind (and tenant, labels)."""
+
+    kind: str
+    tenant: str | None
+    labels: dict[str, str] | None
+    stages: int
+    most_overdue_seconds: float
 
 
 class FenceTx(Protocol):
@@ -288,6 +303,7 @@ class Store(Protocol):
         kind: StageKind,
         effect_key: str | None,
         detail_json: str,
+        timeout_seconds: float | None = None,
     ) -> bool:
         """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
         ...
@@ -345,6 +361,18 @@ class Store(Protocol):
 
     def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
         """How many jobs are in each state."""
+        ...
+
+    def overdue_stages(self, by_tenant: bool) -> list[OverdueStages]:
+        """Steps and effects of running jobs still started past their stage timeout."""
+        ...
+
+    def declare_labels(self, kinds_json: str) -> None:
+        """Store the labels each job class declares (a JSON object of kind -> labels)."""
+        ...
+
+    def declared_labels(self) -> dict[str, dict[str, str | None]]:
+        """What each kind's job class declared, by kind."""
         ...
 
     def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:

@@ -12,6 +12,7 @@ from tenure.storage.base import (
     ApiKeyRecord,
     EventTotals,
     FenceRecord,
+    OverdueStages,
     QueueFigure,
     TenantRecord,
 )
@@ -82,6 +83,8 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         parent_id=None if row["parent_id"] is None else str(row["parent_id"]),
         wait=decode.json(row["wait"]),
         variant=row["variant"],
+        labels=decode.json(row["labels"]),
+        traceparent=row["traceparent"],
     )
 
 
@@ -103,6 +106,8 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         checkpoint=decode.json(row["checkpoint"]),
         wait=decode.json(row["wait"]),
         variant=row["variant"],
+        labels=decode.json(row["labels"]),
+        traceparent=row["traceparent"],
     )
 
 
@@ -150,6 +155,7 @@ def queue_figure_from_row(row: Row) -> QueueFigure:
     return QueueFigure(
         kind=row["kind"],
         tenant=row["tenant"],
+        labels=_labels(row["labels"]),
         state=JobState(row["state"]),
         jobs=int(row["jobs"]),
         expired_leases=int(row["expired"]),
@@ -164,6 +170,7 @@ def event_totals_from_row(row: Row) -> EventTotals:
     return EventTotals(
         kind=row["kind"],
         tenant=row["tenant"],
+        labels=_labels(row["labels"]),
         leases_expired=int(row["leases_expired"]),
         jobs_reclaimed=int(row["jobs_reclaimed"]),
         extension_failures=int(row["extension_failures"]),
@@ -191,3 +198,22 @@ def tenant_from_row(row: Row, decode: Decoder) -> TenantRecord:
         active_keys=int(row["active_keys"]),
         revoked_keys=int(row["revoked_keys"]),
     )
+
+
+def overdue_from_row(row: Row) -> OverdueStages:
+    """An `OverdueStages` from a row of the `overdue_stages` query."""
+    return OverdueStages(
+        kind=row["kind"],
+        tenant=row["tenant"],
+        labels=_labels(row["labels"]),
+        stages=int(row["stages"]),
+        most_overdue_seconds=float(row["most_overdue"]),
+    )
+
+
+def _labels(value: Any) -> dict[str, str] | None:
+    """A labels column: JSON text on SQLite, already decoded on PostgreSQL."""
+    if value is None or isinstance(value, dict):
+        return value
+    decoded: dict[str, str] = json.loads(value)
+    return decoded

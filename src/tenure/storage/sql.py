@@ -25,6 +25,7 @@ from tenure.storage.base import (
     EventTotals,
     FenceRecord,
     KeyedJob,
+    OverdueStages,
     QueueFigure,
     Store,
     TenantRecord,
@@ -38,6 +39,7 @@ from tenure.storage.rows import (
     event_totals_from_row,
     fence_record_from_row,
     job_from_row,
+    overdue_from_row,
     queue_figure_from_row,
     stage_from_row,
     tenant_from_row,
@@ -335,6 +337,17 @@ class SqlStore(Store, ABC):
         """Counts and lease figures per kind (and tenant) and state, at one clock reading."""
         rows = self._read_rows("queue_figures", {"by_tenant": by_tenant})
         return [queue_figure_from_row(row) for row in rows]
+
+    def overdue_stages(self, by_tenant: bool) -> list[OverdueStages]:
+        rows = self._read_rows("overdue_stages", {"by_tenant": by_tenant})
+        return [overdue_from_row(row) for row in rows]
+
+    def declare_labels(self, kinds_json: str) -> None:
+        self._write_rows("declare_labels", {"kinds": kinds_json})
+
+    def declared_labels(self) -> dict[str, dict[str, str | None]]:
+        rows = self._read_rows("declared_labels")
+        return {row["kind"]: self.decode.json(row["labels"]) for row in rows}
 
     def event_totals(self, by_tenant: bool) -> list[EventTotals]:
         """Recovery event counts per kind (and tenant)."""

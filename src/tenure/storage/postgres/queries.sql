@@ -20,7 +20,7 @@ inserted AS (
     -- A job held by a tripped rollout waits for the signal `release`, due never until then.
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                              payload_sha256, run_after, priority, created_at, updated_at,
-                             parent_id, variant, state, wait)
+                             parent_id, variant, state, wait, labels, traceparent)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
            CASE WHEN %(held)s THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -28,7 +28,8 @@ inserted AS (
                               clock.now + make_interval(secs => %(delay)s)) END,
            %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s,
            CASE WHEN %(held)s THEN 'waiting' ELSE 'queued' END,
-           CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END
+           CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
+           %(labels)s::jsonb, %(traceparent)s
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -53,7 +54,8 @@ given AS (
 ),
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                             priority, created_at, updated_at, variant, state, wait)
+                             priority, created_at, updated_at, variant, state, wait, labels,
+                             traceparent)
     SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
            given.payload_sha256,
            CASE WHEN given.held THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -61,7 +63,8 @@ inserted AS (
                               clock.now + make_interval(secs => %(delay)s)) END,
            %(priority)s, clock.now, clock.now, given.variant,
            CASE WHEN given.held THEN 'waiting' ELSE 'queued' END,
-           CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END
+           CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
+           %(labels)s::jsonb, %(traceparent)s
     FROM given, clock
     ORDER BY given.position
     RETURNING id, created_at, run_after <= created_at AS due
@@ -204,7 +207,8 @@ claimed AS (
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
               j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
-              clock.now AS claimed_at, candidate.was_state, candidate.was_owner
+              j.labels, j.traceparent, clock.now AS claimed_at, candidate.was_state,
+              candidate.was_owner
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
@@ -235,11 +239,11 @@ logged AS (
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
        max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
-       variant
+       variant, labels, traceparent
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 
@@ -427,7 +431,7 @@ RETURNING seq;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant
+       wait, variant, labels, traceparent
 FROM tenure_jobs
 WHERE id = %(job_id)s::uuid;
 
@@ -435,7 +439,7 @@ WHERE id = %(job_id)s::uuid;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant
+       wait, variant, labels, traceparent
 FROM tenure_jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
@@ -469,11 +473,14 @@ owned AS (
     RETURNING j.id, clock.now AS at
 ),
 stage AS (
-    INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
-    SELECT id, %(position)s, %(name)s, %(kind)s, 'started', %(token)s, at FROM owned
+    INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at,
+                               timeout_seconds)
+    SELECT id, %(position)s, %(name)s, %(kind)s, 'started', %(token)s, at,
+           %(timeout_seconds)s::float8
+    FROM owned
     ON CONFLICT (job_id, position) DO UPDATE
     SET status = 'started', token = EXCLUDED.token, started_at = EXCLUDED.started_at,
-        result = NULL, finished_at = NULL
+        result = NULL, finished_at = NULL, timeout_seconds = EXCLUDED.timeout_seconds
     RETURNING job_id
 ),
 effect AS (
@@ -581,6 +588,7 @@ GROUP BY state;
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
 SELECT j.kind,
        CASE WHEN %(by_tenant)s THEN j.tenant END AS tenant,
+       j.labels,
        j.state,
        count(*) AS jobs,
        count(*) FILTER (WHERE j.state = 'running' AND j.lease_until <= clock.now) AS expired,
@@ -592,12 +600,13 @@ SELECT j.kind,
                               FILTER (WHERE j.state = 'queued' AND j.run_after <= clock.now))
            AS due_age
 FROM tenure_jobs j CROSS JOIN clock
-GROUP BY j.kind, 2, j.state, clock.now
-ORDER BY j.kind, 2, j.state;
+GROUP BY j.kind, 2, j.labels, j.state, clock.now
+ORDER BY j.kind, 2, j.labels, j.state;
 
 -- name: event_totals
 SELECT j.kind,
        CASE WHEN %(by_tenant)s THEN j.tenant END AS tenant,
+       j.labels,
        count(*) FILTER (WHERE e.type = 'lease_expired') AS leases_expired,
        count(*) FILTER (WHERE e.type = 'lease_expired' AND e.detail ->> 'then' = 'reclaimed')
            AS jobs_reclaimed,
@@ -608,8 +617,35 @@ SELECT j.kind,
 FROM tenure_events e JOIN tenure_jobs j ON j.id = e.job_id
 WHERE e.type IN ('lease_expired', 'heartbeat_lost', 'result_rejected', 'step_in_doubt',
                  'ownership_unknown')
-GROUP BY j.kind, 2
-ORDER BY j.kind, 2;
+GROUP BY j.kind, 2, j.labels
+ORDER BY j.kind, 2, j.labels;
+
+-- name: overdue_stages
+-- Steps and effects still `started` past their stage timeout, of running jobs: the seed's TTL
+-- on RUNNING steps, counted from the database so that a hung worker cannot hide them.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT j.kind,
+       CASE WHEN %(by_tenant)s THEN j.tenant END AS tenant,
+       j.labels,
+       count(*) AS stages,
+       max(EXTRACT(EPOCH FROM clock.now - s.started_at) - s.timeout_seconds) AS most_overdue
+FROM tenure_stages s CROSS JOIN clock
+JOIN tenure_jobs j ON j.id = s.job_id
+WHERE s.status = 'started' AND s.timeout_seconds IS NOT NULL
+  AND s.started_at + make_interval(secs => s.timeout_seconds) < clock.now
+  AND j.state = 'running'
+GROUP BY j.kind, 2, j.labels
+ORDER BY j.kind, 2, j.labels;
+
+-- name: declare_labels
+-- `kinds` is a JSON object of kind -> the labels its job class declares.
+INSERT INTO tenure_kinds (kind, labels, updated_at)
+SELECT g.key, g.value, clock_timestamp() FROM jsonb_each(%(kinds)s::jsonb) AS g
+ON CONFLICT (kind) DO UPDATE SET labels = EXCLUDED.labels, updated_at = EXCLUDED.updated_at
+WHERE tenure_kinds.labels IS DISTINCT FROM EXCLUDED.labels;
+
+-- name: declared_labels
+SELECT kind, labels FROM tenure_kinds ORDER BY kind;
 
 -- name: create_tenant
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -872,7 +908,7 @@ SELECT id::text AS id FROM suspended;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant
+       wait, variant, labels, traceparent
 FROM tenure_jobs
 WHERE parent_id = %(job_id)s::uuid
 ORDER BY seq;

@@ -229,6 +229,8 @@ class PostgresStore(SqlStore):
                 "parent_id": job.parent_id,
                 "variant": job.variant,
                 "held": job.held,
+                "labels": job.labels_json,
+                "traceparent": job.traceparent,
             },
         )
         return bool(rows)
@@ -253,6 +255,8 @@ class PostgresStore(SqlStore):
                 "run_at": first.run_at,
                 "delay": first.delay_seconds,
                 "priority": first.priority,
+                "labels": first.labels_json,
+                "traceparent": first.traceparent,
             },
         )
         return int(rows[0]["inserted"])
@@ -336,10 +340,12 @@ class PostgresStore(SqlStore):
             "detail": detail_json,
         }
         rows = self._write_rows("signal", params)
-        if not rows:  # unknown or ended: a repeat of a stored signal is still answered
+        if not rows:  # unknown or ended: a stored name answers as it did while the job ran
             found = self._read_rows("signal__existing", params)
-            same = bool(found) and found[0]["existing"] == payload_sha256
-            return SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB
+            if not found:
+                return SignalOutcome.NO_JOB
+            same = found[0]["existing"] == payload_sha256
+            return SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT
         if rows[0]["inserted"]:
             return SignalOutcome.STORED
         existing = rows[0]["existing"]
@@ -360,6 +366,7 @@ class PostgresStore(SqlStore):
         kind: StageKind,
         effect_key: str | None,
         detail_json: str,
+        timeout_seconds: float | None = None,
     ) -> bool:
         """One statement: check the lease, upsert the stage (and effect), write the event."""
         event = "tool_request_started" if kind is StageKind.EFFECT else "step_started"
@@ -373,6 +380,7 @@ class PostgresStore(SqlStore):
                 effect_key=effect_key,
                 event=event,
                 detail=detail_json,
+                timeout_seconds=timeout_seconds,
             )
         )
 

@@ -13,12 +13,13 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 -- A job held by a tripped rollout (`held`) waits for the signal `release`, due never until then.
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                          payload_sha256, run_after, priority, created_at, updated_at, parent_id,
-                         variant, state, wait)
+                         variant, state, wait, labels, traceparent)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
         CASE WHEN :held THEN 253402300799.0 ELSE COALESCE(:run_at, :now + :delay) END,
         :priority, :now, :now, :parent_id, :variant,
         CASE WHEN :held THEN 'waiting' ELSE 'queued' END,
-        CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1}') END)
+        CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1}') END,
+        :labels, :traceparent)
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
@@ -26,14 +27,16 @@ RETURNING id;
 -- `jobs` is a JSON array of [id, payload_sha256, payload text, event detail text, variant,
 -- held]: one statement for the whole batch, read element by element (linear in the batch).
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
-                         priority, created_at, updated_at, variant, state, wait)
+                         priority, created_at, updated_at, variant, state, wait, labels,
+                         traceparent)
 SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 253402300799.0
             ELSE COALESCE(:run_at, :now + :delay) END,
        :priority, :now, :now, json_extract(g.value, '$[4]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 'waiting' ELSE 'queued' END,
-       CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1}') END
+       CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1}') END,
+       :labels, :traceparent
 FROM json_each(:jobs) AS g
 ORDER BY g.key;
 
@@ -121,7 +124,7 @@ SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds
     updated_at = :now
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
-          lease_until, wait, variant, :now AS claimed_at;
+          lease_until, wait, variant, labels, traceparent, :now AS claimed_at;
 
 -- name: extend_many
 -- guard: lease
@@ -206,14 +209,16 @@ RETURNING seq;
 -- name: get
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait, variant
+       run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
+       traceparent
 FROM tenure_jobs
 WHERE id = :job_id;
 
 -- name: list_jobs
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait, variant
+       run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
+       traceparent
 FROM tenure_jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
@@ -244,11 +249,12 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id;
 
 -- name: stage_start__stage
-INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at)
-VALUES (:job_id, :position, :name, :kind, 'started', :token, :now)
+INSERT INTO tenure_stages (job_id, position, name, kind, status, token, started_at,
+                           timeout_seconds)
+VALUES (:job_id, :position, :name, :kind, 'started', :token, :now, :timeout_seconds)
 ON CONFLICT (job_id, position) DO UPDATE
 SET status = 'started', token = excluded.token, started_at = excluded.started_at,
-    result = NULL, finished_at = NULL;
+    result = NULL, finished_at = NULL, timeout_seconds = excluded.timeout_seconds;
 
 -- name: stage_start__effect
 INSERT INTO tenure_effects (job_id, name, idempotency_key, status, token, started_at)
@@ -329,6 +335,7 @@ GROUP BY state;
 WITH clock AS (SELECT (julianday('now') - 2440587.5) * 86400.0 AS now)
 SELECT j.kind,
        CASE WHEN :by_tenant THEN j.tenant END AS tenant,
+       j.labels,
        j.state,
        count(*) AS jobs,
        count(*) FILTER (WHERE j.state = 'running' AND j.lease_until <= clock.now) AS expired,
@@ -337,12 +344,13 @@ SELECT j.kind,
        clock.now - min(j.run_after) FILTER (WHERE j.state = 'queued' AND j.run_after <= clock.now)
            AS due_age
 FROM tenure_jobs j CROSS JOIN clock
-GROUP BY j.kind, 2, j.state
-ORDER BY j.kind, 2, j.state;
+GROUP BY j.kind, 2, j.labels, j.state
+ORDER BY j.kind, 2, j.labels, j.state;
 
 -- name: event_totals
 SELECT j.kind,
        CASE WHEN :by_tenant THEN j.tenant END AS tenant,
+       j.labels,
        count(*) FILTER (WHERE e.type = 'lease_expired') AS leases_expired,
        count(*) FILTER (WHERE e.type = 'lease_expired'
                           AND json_extract(e.detail, '$.then') = 'reclaimed') AS jobs_reclaimed,
@@ -353,8 +361,34 @@ SELECT j.kind,
 FROM tenure_events e JOIN tenure_jobs j ON j.id = e.job_id
 WHERE e.type IN ('lease_expired', 'heartbeat_lost', 'result_rejected', 'step_in_doubt',
                  'ownership_unknown')
-GROUP BY j.kind, 2
-ORDER BY j.kind, 2;
+GROUP BY j.kind, 2, j.labels
+ORDER BY j.kind, 2, j.labels;
+
+-- name: overdue_stages
+-- Steps and effects still `started` past their stage timeout, of running jobs: the seed's TTL
+-- on RUNNING steps, counted from the database so that a hung worker cannot hide them.
+WITH clock AS (SELECT (julianday('now') - 2440587.5) * 86400.0 AS now)
+SELECT j.kind,
+       CASE WHEN :by_tenant THEN j.tenant END AS tenant,
+       j.labels,
+       count(*) AS stages,
+       max(clock.now - s.started_at - s.timeout_seconds) AS most_overdue
+FROM tenure_stages s CROSS JOIN clock
+JOIN tenure_jobs j ON j.id = s.job_id
+WHERE s.status = 'started' AND s.timeout_seconds IS NOT NULL
+  AND s.started_at + s.timeout_seconds < clock.now AND j.state = 'running'
+GROUP BY j.kind, 2, j.labels
+ORDER BY j.kind, 2, j.labels;
+
+-- name: declare_labels
+-- `kinds` is a JSON object of kind -> the labels its job class declares.
+INSERT INTO tenure_kinds (kind, labels, updated_at)
+SELECT g.key, json(g.value), :now FROM json_each(:kinds) AS g WHERE true
+ON CONFLICT (kind) DO UPDATE SET labels = excluded.labels, updated_at = excluded.updated_at
+WHERE tenure_kinds.labels IS NOT excluded.labels;
+
+-- name: declared_labels
+SELECT kind, labels FROM tenure_kinds ORDER BY kind;
 
 -- name: create_tenant
 INSERT INTO tenure_tenants (name, created_at) VALUES (:tenant, :now)
@@ -543,7 +577,8 @@ VALUES (:job_id, 'job_waiting', :now, :token, :owner_id, :detail);
 -- name: children
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
-       run_after, priority, created_at, updated_at, parent_id, wait, variant
+       run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
+       traceparent
 FROM tenure_jobs
 WHERE parent_id = :job_id
 ORDER BY rowid;

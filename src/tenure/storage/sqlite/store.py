@@ -228,6 +228,8 @@ class SqliteStore(SqlStore):
                     "parent_id": job.parent_id,
                     "variant": job.variant,
                     "held": job.held,
+                    "labels": job.labels_json,
+                    "traceparent": job.traceparent,
                 },
             )
             if row is None:
@@ -265,6 +267,8 @@ class SqliteStore(SqlStore):
                     "run_at": None if first.run_at is None else first.run_at.timestamp(),
                     "delay": first.delay_seconds,
                     "priority": first.priority,
+                    "labels": first.labels_json,
+                    "traceparent": first.traceparent,
                 },
             )
             tx.rows("submit_many__events", {"jobs": batch})
@@ -478,6 +482,7 @@ class SqliteStore(SqlStore):
         kind: StageKind,
         effect_key: str | None,
         detail_json: str,
+        timeout_seconds: float | None = None,
     ) -> bool:
         """One transaction: check the lease, upsert the stage (and effect), write the event."""
         with self._transaction() as tx:
@@ -490,6 +495,7 @@ class SqliteStore(SqlStore):
                 "name": name,
                 "kind": kind.value,
                 "effect_key": effect_key,
+                "timeout_seconds": timeout_seconds,
             }
             tx.rows("stage_start__stage", values)
             if kind is StageKind.EFFECT:

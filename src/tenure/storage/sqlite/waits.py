@@ -51,9 +51,10 @@ def store_signal(
     if job is None:
         return SignalOutcome.NO_JOB
     existing = tx.one("signal__existing", params)
-    if JobState(job["state"]).terminal:  # a repeat of a stored signal is still answered
-        same = existing is not None and existing["existing"] == payload_sha256
-        return SignalOutcome.REPEATED if same else SignalOutcome.NO_JOB
+    # A stored name answers as it does while the job runs (repeat or conflict), also once the
+    # job has ended: whether a worker finished it first must not change the answer.
+    if existing is None and JobState(job["state"]).terminal:
+        return SignalOutcome.NO_JOB
     if existing is not None:
         same = existing["existing"] == payload_sha256
         return SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT
