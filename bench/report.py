@@ -11,7 +11,13 @@ PEERS = ("Procrastinate", "PgQueuer")
 ROWS: list[tuple[str, str, str, str, bool]] = [
     ("enqueue_single", "enqueue, one per call", "jobs_per_s", "jobs/s", True),
     ("enqueue_batch", "enqueue, batches of 500", "jobs_per_s", "jobs/s", True),
-    ("drain", "drain no-op jobs", "jobs_per_s", "jobs/s", True),
+    ("drain", "drain no-op jobs, in-process Worker", "jobs_per_s", "jobs/s", True),
+    ("drain_1p", "drain, 1 worker process, defaults", "jobs_per_s", "jobs/s", True),
+    ("drain_2p", "drain, 2 worker processes, defaults", "jobs_per_s", "jobs/s", True),
+    ("drain_1p", "worker CPU per job, 1 process", "cpu_us_per_job", "µs", False),
+    ("drain_2p", "worker CPU per job, 2 processes", "cpu_us_per_job", "µs", False),
+    ("drain_1p", "database commits per job, 1 process", "commits_per_job", "", False),
+    ("drain_2p", "database commits per job, 2 processes", "commits_per_job", "", False),
     ("latency", "idle latency p50", "p50_ms", "ms", False),
     ("latency", "idle latency p95", "p95_ms", "ms", False),
     ("heartbeats", "statements/s holding leases", "statements_per_s", "/s", False),
@@ -147,6 +153,22 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     peer = _figure(report, "drain", "PgQueuer", "jobs_per_s")
     if pg and peer:
         check("drain (PostgreSQL) ≥ PgQueuer's", pg / peer, 1.0, f"ratio {pg / peer:.2f}", True)
+    for measure, processes in (("drain_1p", "1 process"), ("drain_2p", "2 processes")):
+        ours = _figure(report, measure, TENURE, "jobs_per_s")
+        theirs = _figure(report, measure, "PgQueuer", "jobs_per_s")
+        if ours and theirs:
+            check(
+                f"`tenure worker` drain, {processes}, defaults ≥ PgQueuer's",
+                ours / theirs,
+                1.0,
+                f"ratio {ours / theirs:.2f} ({ours:,.0f} vs {theirs:,.0f} jobs/s)",
+                True,
+            )
+    one = _figure(report, "drain_1p", TENURE, "jobs_per_s")
+    two = _figure(report, "drain_2p", TENURE, "jobs_per_s")
+    if one and two:
+        check("a second `tenure worker` process adds", two / one, 1.0 + 1e-9,
+              f"{two / one:.2f}x of one", True)  # fmt: skip
     raw_pg = _figure(report, "sql_limit", "SQL only (PostgreSQL)", "jobs_per_s")
     if pg and raw_pg:
         share = pg / raw_pg

@@ -59,6 +59,8 @@ SIZES = {
         "enqueue_single": {"n": 2000},
         "enqueue_batch": {"n": 20000},
         "drain": {"n": 20000, "repeat": 3},
+        "drain_1p": {"n": 20000, "processes": 1, "repeat": 3},
+        "drain_2p": {"n": 20000, "processes": 2, "repeat": 3},
         "latency": {"n": 200, "pause": 0.05},
         "heartbeats": {"n": 10000, "seconds": 10.0},
         "failover": {},
@@ -70,9 +72,11 @@ SIZES = {
     "quick": {
         "enqueue_single": {"n": 300},
         "enqueue_batch": {"n": 2000},
-        "drain": {"n": 2000, "repeat": 3},
+        "drain": {"n": 2000},
+        "drain_1p": {"n": 2000, "processes": 1},
+        "drain_2p": {"n": 2000, "processes": 2},
         "latency": {"n": 40, "pause": 0.05},
-        "heartbeats": {"n": 1000, "seconds": 6.0},
+        "heartbeats": {"n": 1000, "seconds": 5.0},
         "failover": {},
         "claim_10k": {"history": 10_000},
         "claim_1m": {"history": 100_000},
@@ -81,6 +85,8 @@ SIZES = {
     },
 }
 TENURE_ONLY = {"claim_10k", "claim_1m", "fairness"}
+# Drains by worker processes (`tenure worker` as users run it, PgQueuer's processes).
+PROCESS_DRAINS = {"drain_1p", "drain_2p"}
 
 
 def postgres_server(given: str | None) -> tuple[str, Any]:
@@ -103,6 +109,8 @@ def postgres_server(given: str | None) -> tuple[str, Any]:
 def run_one(system: System, measure: str, arguments: dict[str, Any], timeout: float) -> Any:
     """One measurement in its own process; its figures, or {"error": ...}."""
     function = "claim_cost" if measure.startswith("claim_") else measure
+    if measure in PROCESS_DRAINS:
+        function = "drain_processes"
     command = [
         sys.executable,
         "-m",
@@ -216,6 +224,10 @@ def main() -> int:
             for system in RAW if measure == "sql_limit" else SYSTEMS:
                 if measure in TENURE_ONLY and system.module != "tenure":
                     continue
+                if measure in PROCESS_DRAINS and system.module == "procrastinate":
+                    continue
+                if measure in PROCESS_DRAINS and mode == "quick" and system.backend == "sqlite":
+                    continue  # --quick stays under 2 minutes
                 if args.systems and system.module not in args.systems:
                     continue
                 started = time.monotonic()

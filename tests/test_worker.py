@@ -429,7 +429,7 @@ def test_logs_are_json_lines_without_content(make_app: Callable[[], tenure.App])
         return ctx.step("check", lambda: {"echo": payload["ssn"]})
 
     stream = io.StringIO()
-    configure_json_logging(logging.INFO, stream)
+    configure_json_logging(logging.DEBUG, stream)  # per-job lines are DEBUG
     try:
         job_id = app.submit("kyc", {"ssn": secret})
         with tenure.Worker(app):

@@ -72,3 +72,43 @@ def test_renewals_are_summed_up_at_info_not_logged_per_beat(
     assert _records(caplog, "heartbeat_ok") == []
     summary = _records(caplog, "heartbeats")[0].tenure_fields  # type: ignore[attr-defined]
     assert summary["renewed"] >= 1 and summary["lost"] == 0
+
+
+def test_jobs_are_summed_up_at_info_and_logged_one_by_one_at_debug(
+    make_app: Callable[[], tenure.App],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twenty jobs: at INFO no per-job line (`job_claimed`, `job_started`, `job_ended`), a
+    `jobs` summary that counts them; at DEBUG a line per job."""
+    monkeypatch.setattr(keeper_module, "_SUMMARY_SECONDS", 0.3)
+    app = make_app()
+
+    @app.job("quick", **SHORT)
+    def quick(ctx: tenure.JobContext, payload: Any) -> None:
+        return None
+
+    ids = [app.submit("quick", {"n": n}) for n in range(20)]
+    with caplog.at_level(logging.INFO, logger="tenure"), tenure.Worker(app, concurrency=4):
+        for job_id in ids:
+            assert app.ledger.wait(job_id, 20).state is tenure.JobState.SUCCEEDED
+        poll(
+            lambda: (
+                sum(r.tenure_fields["succeeded"] for r in _records(caplog, "jobs")) >= 20  # type: ignore[attr-defined]
+                or None
+            ),
+            20,
+            "a jobs summary counting all twenty",
+        )
+    for per_job in ("job_claimed", "job_started", "job_ended"):
+        assert _records(caplog, per_job) == [], per_job
+    summaries = [r.tenure_fields for r in _records(caplog, "jobs")]  # type: ignore[attr-defined]
+    assert sum(s["claimed"] for s in summaries) == 20
+    assert all(r.levelno == logging.INFO for r in _records(caplog, "jobs"))
+
+    caplog.clear()
+    job_id = app.submit("quick", {"n": 99})
+    with caplog.at_level(logging.DEBUG, logger="tenure"), tenure.Worker(app, concurrency=1):
+        assert app.ledger.wait(job_id, 20).state is tenure.JobState.SUCCEEDED
+        poll(lambda: _records(caplog, "job_ended") or None, 10, "the job's last line")
+    assert [len(_records(caplog, e)) for e in ("job_claimed", "job_started")] == [1, 1]

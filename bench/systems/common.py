@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -60,3 +63,47 @@ def latency_figures(samples_ms: list[float]) -> dict[str, float]:
         "max_ms": round(ordered[-1], 2),
         "samples": len(ordered),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+
+def commits(url: str) -> int:
+    """Committed transactions of this database so far (a session's count reaches
+    pg_stat_database when it ends, or within a second while it runs)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass
+class ProcessDrain:
+    """What a drain by worker processes measures: the window from the first claim to the last
+    end (by the database's clock), the workers' CPU and the database's commits meanwhile."""
+
+    jobs: int
+    processes: int
+    window_s: float
+    cpu_s: float
+    commits: int | None
+
+    def figures(self) -> dict[str, Any]:
+        figures: dict[str, Any] = {
+            "jobs_per_s": round(self.jobs / self.window_s, 1),
+            "jobs": self.jobs,
+            "processes": self.processes,
+            "seconds": round(self.window_s, 3),
+            "cpu_us_per_job": round(self.cpu_s / self.jobs * 1e6, 1),
+        }
+        if self.commits is not None:
+            figures["commits_per_job"] = round(self.commits / self.jobs, 3)
+        return figures

@@ -19,7 +19,15 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, Queries, QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
-from bench.systems.common import analyze, latency_figures, transactions, wait_until
+from bench.systems.common import (
+    ProcessDrain,
+    analyze,
+    commits,
+    cpu_seconds,
+    latency_figures,
+    transactions,
+    wait_until,
+)
 
 BATCH = 500
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,3 +256,100 @@ def failover(url: str, **_: Any) -> dict[str, Any]:
 
 def claim_cost(url: str, history: int, **_: Any) -> dict[str, Any]:
     return {"unsupported": "not measured (tenure's own target)"}
+
+
+def drain_worker(url: str, concurrency: int, batch: int, folder: str, **_: Any) -> dict[str, Any]:
+    """One PgQueuer worker process: `max_concurrent_tasks` the common concurrency, batch as
+    given, the rest its defaults."""
+
+    async def go() -> None:
+        conn, queries = await _connect(url)
+        qm = QueueManager(queries)
+
+        @qm.entrypoint("noop")
+        async def noop(job: Any) -> None:
+            return None
+
+        (Path(folder) / f"ready-{os.getpid()}").write_text("")
+        await qm.run(batch_size=batch, max_concurrent_tasks=concurrency)
+        await conn.close()
+
+    asyncio.run(go())
+    return {}
+
+
+def drain_processes(
+    url: str, n: int, concurrency: int, processes: int, batch: int | None = None, **_: Any
+) -> dict[str, Any]:
+    """`processes` PgQueuer worker processes started together on `n` queued no-op jobs: jobs
+    per second from the first pick to the last success (its log table, the database's clock;
+    start-up is not in it), the workers' CPU and the database's commits per job. The batch is
+    the largest its concurrency cap allows (half of it: 16 for 32; its default is 10)."""
+    batch = batch or _batch_size(concurrency)
+
+    async def setup() -> None:
+        conn, queries = await _installed(url)
+        await _enqueue_batch(queries, "noop", n)
+        await conn.close()
+
+    asyncio.run(setup())
+    analyze(url)
+    commits_before = commits(url)
+    folder = Path(tempfile.mkdtemp(prefix="pgqueuer-drain-"))
+    args = {"url": url, "concurrency": concurrency, "batch": batch, "folder": str(folder)}
+    command = [sys.executable, "-m", "bench.systems", "pgqueuer", "drain_worker", json.dumps(args)]
+    procs = [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(processes)
+    ]
+    try:
+        started = []  # each one's CPU once it is connected (its imports are not the drain's)
+        for proc in procs:
+            wait_until((folder / f"ready-{proc.pid}").exists, 60, "pgqueuer worker")
+            started.append(cpu_seconds(proc.pid))
+        polls = _wait_drained(url, n)
+        cpu = sum(cpu_seconds(p.pid) for p in procs) - sum(started)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    time.sleep(0.5)  # the killed sessions' statistics reach pg_stat_database as they end
+    spent = commits(url) - commits_before - polls - 1
+    figures = ProcessDrain(n, processes, _drain_window(url), cpu, spent).figures()
+    return {**figures, "batch": batch}
+
+
+async def _schema_only(url: str) -> None:
+    conn, _ = await _installed(url)
+    await conn.close()
+
+
+def _wait_drained(url: str, n: int) -> int:
+    """Poll (every 50 ms) until `n` successes are logged; how many polls that took."""
+    import psycopg
+
+    polls = 0
+    deadline = time.monotonic() + 600
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            polls += 1
+            row = conn.execute(
+                "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'"
+            ).fetchone()
+            if row is not None and row[0] >= n:
+                return polls
+            if time.monotonic() > deadline:
+                raise TimeoutError("drain: not within 600s")
+            time.sleep(0.05)
+
+
+def _drain_window(url: str) -> float:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT min(created) FILTER (WHERE status = 'picked'), "
+            "max(created) FILTER (WHERE status = 'successful') FROM pgqueuer_log"
+        ).fetchone()
+    assert row is not None
+    return float((row[1] - row[0]).total_seconds())

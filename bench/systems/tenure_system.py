@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import statistics
 import threading
@@ -11,7 +12,15 @@ from typing import Any
 import psycopg
 
 import tenure
-from bench.systems.common import analyze, latency_figures, transactions, wait_until
+from bench.systems.common import (
+    ProcessDrain,
+    analyze,
+    commits,
+    cpu_seconds,
+    latency_figures,
+    transactions,
+    wait_until,
+)
 
 BATCH = 500
 
@@ -271,3 +280,72 @@ def fairness(url: str, n: int, processes: int, **_: Any) -> dict[str, Any]:
         "min_share": shares[0] if len(shares) == processes else 0.0,
         "jobs_per_s": round(n / elapsed, 1),
     }
+
+
+def drain_processes(url: str, n: int, concurrency: int, processes: int, **_: Any) -> dict[str, Any]:
+    """`processes` `tenure worker` processes as users run them (default settings: log level
+    info, JSON lines on stderr, here a file), started together on `n` queued no-op jobs.
+    Jobs per second from the first claim to the last end by the database's clock (start-up
+    is not in it); the workers' CPU (user + sys) and the database's commits per job."""
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    from tenure.testing.process import spawn_worker, wait_started
+
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(tempfile.mkdtemp(prefix="tenure-drain-"))
+    enqueue_batch(url, n)
+    if _is_postgres(url):
+        analyze(url)
+    commits_before = commits(url) if _is_postgres(url) else None
+    path = os.pathsep.join([str(root), str(root / "src")])  # this checkout's tenure
+    args = ("--concurrency", str(concurrency), "--kinds", "noop")
+    logs = [folder / f"worker-{number}.log" for number in range(processes)]
+    env = {"PYTHONPATH": path}
+    procs = [spawn_worker("bench.noop_app:app", url, log, *args, cwd=root, env=env) for log in logs]
+    try:
+        started = []  # each one's CPU once it has started (its imports are not the drain's)
+        for proc, log in zip(procs, logs, strict=True):
+            wait_started(proc, log)
+            started.append(cpu_seconds(proc.pid))
+        with tenure.connect(url) as ledger:
+            polls = _wait_drained(ledger, n)
+        cpu = sum(cpu_seconds(p.pid) for p in procs) - sum(started)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(60)
+    spent = None
+    if commits_before is not None:  # read once the workers' sessions ended and were counted
+        time.sleep(0.5)
+        spent = commits(url) - commits_before - polls - 1  # less our own reads
+    return ProcessDrain(n, processes, _drain_window(url), cpu, spent).figures()
+
+
+def _wait_drained(ledger: tenure.Ledger, n: int) -> int:
+    """Poll (every 50 ms) until `n` jobs succeeded; how many polls that took."""
+    polls = 0
+    deadline = time.monotonic() + 600
+    while ledger.counts(kind="noop")[tenure.JobState.SUCCEEDED] < n:
+        polls += 1
+        if time.monotonic() > deadline:
+            raise TimeoutError("drain: not within 600s")
+        time.sleep(0.05)
+    return polls + 1
+
+
+def _drain_window(url: str) -> float:
+    """Seconds from the first claim to the last job's end, by the database's clock."""
+    first = "SELECT min(at) FROM tenure_events WHERE type = 'job_claimed'"
+    last = "SELECT max(updated_at) FROM tenure_jobs WHERE state = 'succeeded'"
+    if _is_postgres(url):
+        with psycopg.connect(url, autocommit=True) as conn:
+            began = conn.execute(first).fetchone()[0]  # type: ignore[index]
+            ended = conn.execute(last).fetchone()[0]  # type: ignore[index]
+        return float((ended - began).total_seconds())
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        began = conn.execute(first).fetchone()[0]
+        ended = conn.execute(last).fetchone()[0]
+    return float(ended - began)

@@ -109,8 +109,10 @@ def _serve_worker_metrics(worker: Worker, port: int) -> None:
         from tenure.service.metrics import WorkerCollector
     except ImportError as exc:
         raise _service_extra(exc) from exc
+    from tenure.runtime.figures import WorkerFigures
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(WorkerCollector(worker))
+    registry.register(WorkerCollector(WorkerFigures(worker)))
     start_http_server(port, addr="127.0.0.1", registry=registry)
 
 

@@ -114,10 +114,12 @@ class Leases(Limits):
 
     @staticmethod
     def _log_claims(leases: Sequence[Lease], owner_id: str) -> None:
+        if not log.isEnabledFor(logging.DEBUG):  # one line per job: DEBUG (the events table
+            return  # records every claim; a worker logs a `jobs` summary at INFO)
         for lease in leases:
             emit(
                 log,
-                logging.INFO,
+                logging.DEBUG,
                 "job_claimed",
                 job=lease.job_id,
                 token=lease.token,

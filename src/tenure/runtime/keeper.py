@@ -35,6 +35,7 @@ _RETRY_SECONDS = 1.0
 _IDLE_SECONDS = 1.0
 # Renewals are summed up in one INFO line this often (each one is logged at DEBUG).
 _SUMMARY_SECONDS = 60.0
+_JOB_SUMMARY = ("claimed", "succeeded", "failed", "retried", "released", "results_rejected")
 
 
 class LeaseKeeper:
@@ -71,6 +72,8 @@ class LeaseKeeper:
         self.by_job: Counter[tuple[str, str, tuple[tuple[str, str], ...]]] = Counter()
         self._summary: Counter[str] = Counter()
         self._summary_since = time.monotonic()
+        self._jobs_logged: Counter[str] = Counter()
+        self._jobs_since = time.monotonic()
 
     def start(self) -> None:
         """Start both threads (idempotent)."""
@@ -247,7 +250,22 @@ class LeaseKeeper:
             moments: list[float] = []
             for run in self._snapshot():
                 moments += self._enforce(run, now)
+            if now - self._jobs_since >= _SUMMARY_SECONDS:
+                self._summarise_jobs(now)
             self._wait(False, moments)
+
+    def _summarise_jobs(self, now: float) -> None:
+        """What happened to jobs since the last summary, in one INFO line (each job's own lines
+        are DEBUG); nothing when nothing happened."""
+        with self._lock:
+            current = Counter({name: self.counters[name] for name in _JOB_SUMMARY})
+        changed = {name: current[name] - self._jobs_logged[name] for name in _JOB_SUMMARY}
+        if any(changed.values()):
+            seconds = round(now - self._jobs_since, 1)
+            emit(
+                log, logging.INFO, "jobs", seconds=seconds, running=len(self._snapshot()), **changed
+            )
+        self._jobs_logged, self._jobs_since = current, now
 
     def _enforce(self, run: JobRun, now: float) -> list[float]:
         """Act on the run's passed deadlines; return the ones still ahead."""

@@ -284,15 +284,9 @@ class Worker:
         return len(self._active())
 
     @property
-    def job_counts(self) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], int]:
-        """The counters of what happened to jobs, by (counter, kind, sorted labels)."""
-        live = self._live
-        return {} if live is None else live.keeper.job_counts()
-
-    @property
-    def class_labels(self) -> dict[str, dict[str, str]]:
-        """The labels of each kind this worker runs, as its class declares them."""
-        return {kind: self.app.job_classes[kind].labels_of(None) for kind in self.kinds}
+    def keeper(self) -> LeaseKeeper | None:
+        """The lease keeper once started (its counters by kind and labels feed the metrics)."""
+        return None if self._live is None else self._live.keeper
 
     def _state(self) -> _Running:
         if self._live is None:
@@ -464,8 +458,10 @@ class Worker:
     def _execute(self, run: JobRun) -> None:
         lease = run.lease
         started = time.monotonic()
+        # Per-job lines are DEBUG: at thousands of jobs a second, INFO lines would cost more
+        # than the jobs (the keeper logs a `jobs` summary at INFO once a minute instead).
         run.log(
-            logging.INFO,
+            logging.DEBUG,
             "job_started",
             kind=lease.kind,
             attempt=lease.attempt,
@@ -508,7 +504,9 @@ class Worker:
             )
         finally:
             run.log(
-                logging.INFO, "job_ended", duration_ms=round((time.monotonic() - started) * 1000, 1)
+                logging.DEBUG,
+                "job_ended",
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
             )
             self._ended(run)
 

@@ -8,6 +8,7 @@ dialects share (reads, the limited claim, the fence transaction) is in `storage.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -75,8 +76,29 @@ def classify(exc: BaseException, where: str) -> TenureError | None:
     return None
 
 
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with `%(name)s` placeholders numbered `$1 …` (a name used twice keeps its number),
+    and the names in that order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    return _NAMED.sub(number, sql), tuple(names)
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+# Each query's positional form, made once: psycopg parses a named query on every execute when
+# it is longer than its cache allows (4 KiB), and the claim statement is longer.
+RAW = {name: _positional(sql) for name, sql in Q.items()}
+
+
 def _rows(conn: psycopg.Connection[DictRow], name: str, params: Params | None) -> list[DictRow]:
-    cursor = conn.execute(Q[name], params)
+    sql, names = RAW[name]
+    cursor = psycopg.RawCursor(conn, row_factory=dict_row)
+    cursor.execute(sql, [params[key] for key in names] if params else None)
     return cursor.fetchall() if cursor.description is not None else []
 
 
