@@ -242,3 +242,37 @@ def test_the_api_and_the_client_carry_the_callers_trace(ledger: tenure.Ledger) -
     assert ledger.get(job_id).traceparent == (
         f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
     )
+
+
+def test_a_child_spawned_in_a_step_joins_its_parents_trace(tmp_path: Path) -> None:
+    """With a tracer provider set (a process of its own, the real SDK): a parent job submitted
+    with a traceparent spawns a child in a step; the child's attempts join that trace."""
+    script = f"""
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+trace.set_tracer_provider(TracerProvider())
+import tenure
+app = tenure.App({f"sqlite:///{tmp_path / 'spawn.db'}"!r})
+
+@app.job("child", lease=1.0, heartbeat=0.25, jitter=0.3)
+def child(ctx, payload):
+    return None
+
+@app.job("parent", lease=1.0, heartbeat=0.25, jitter=0.3, spawns=["child"])
+def parent(ctx, payload):
+    return ctx.wait_job(ctx.spawn("child", {{}}))
+
+given = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+with tenure.Worker(app, poll_interval=0.05):
+    job = app.ledger.wait(app.submit("parent", {{}}, traceparent=given), timeout=30)
+(kid,) = app.ledger.children(job.id)
+print(json.dumps([job.state.value, job.traceparent, kid.traceparent]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    state, parent, child = json.loads(done.stdout.splitlines()[-1])
+    assert state == "succeeded" and parent.split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
+    assert child.split("-")[1] == parent.split("-")[1] and child != parent
