@@ -27,6 +27,8 @@ _VALUE = re.compile(r"^[\x21-\x7e][\x20-\x7e]*$")
 RESERVED = frozenset({"kind", "tenant", "state", "worker", "variant", "le", "quantile", "job"})
 
 Declared = dict[str, str | None]
+# A worker's counters of what happened to jobs: (counter, kind, sorted label items) -> count.
+JobCounts = dict[tuple[str, str, tuple[tuple[str, str], ...]], int]
 
 
 def check_declared(labels: Any, where: str) -> Declared:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.labels import JobCounts
 from tenure.runtime.worker import Worker
-
-JobCounts = dict[tuple[str, str, tuple[tuple[str, str], ...]], int]
 
 
 class WorkerFigures:

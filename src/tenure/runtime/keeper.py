@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.errors import OwnershipUnknown, StoreUnavailable
+from tenure.labels import JobCounts
 from tenure.ledger import Ledger
 from tenure.logs import emit
 from tenure.runtime.run import JobRun
@@ -147,7 +148,7 @@ class LeaseKeeper:
             for run in runs:
                 self.by_job[(name, run.lease.kind, run.label_items)] += 1
 
-    def job_counts(self) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], int]:
+    def job_counts(self) -> JobCounts:
         """A copy of the per-kind-and-labels counters."""
         with self._lock:
             return dict(self.by_job)

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from tenure import labels as label_rules
 from tenure.errors import StoreUnavailable
-from tenure.labels import Declared
+from tenure.labels import Declared, JobCounts
 from tenure.ledger import Ledger
 from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
 from tenure.types import JobState
@@ -48,7 +48,7 @@ class WorkerFigures(Protocol):
     def running(self) -> int: ...
 
     @property
-    def job_counts(self) -> Mapping[tuple[str, str, tuple[tuple[str, str], ...]], int]:
+    def job_counts(self) -> JobCounts:
         """Counters of what happened to jobs, by (counter, kind, sorted labels)."""
         ...
 
@@ -67,10 +67,6 @@ _EVENT_COUNTERS = [
     ("tenure_steps_in_doubt", "steps_in_doubt", "effects found started, not done, at recovery"),
     ("tenure_ownership_unknown", "ownership_unknown", "lease writes that met no database"),
 ]
-
-
-def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, help_text, labels=labels)
 
 
 class _Series:
