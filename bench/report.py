@@ -16,6 +16,8 @@ ROWS: list[tuple[str, str, str, str, bool]] = [
     ("drain_2p", "drain, 2 worker processes, defaults", "jobs_per_s", "jobs/s", True),
     ("drain_1p", "worker CPU per job, 1 process", "cpu_us_per_job", "µs", False),
     ("drain_2p", "worker CPU per job, 2 processes", "cpu_us_per_job", "µs", False),
+    ("drain_1p", "database server CPU per job, 1 process", "server_cpu_us_per_job", "µs", False),
+    ("drain_2p", "database server CPU per job, 2 processes", "server_cpu_us_per_job", "µs", False),
     ("drain_1p", "database commits per job, 1 process", "commits_per_job", "", False),
     ("drain_2p", "database commits per job, 2 processes", "commits_per_job", "", False),
     ("latency", "idle latency p50", "p50_ms", "ms", False),

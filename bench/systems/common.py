@@ -73,6 +73,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
 
+def server_cpu() -> dict[int, float]:
+    """CPU so far of every PostgreSQL server process on this machine, by pid (the server is
+    local in these runs; a backend that ended before the second reading is not counted)."""
+    figures: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as comm:
+                if comm.read().strip() != "postgres":
+                    continue
+            figures[int(entry)] = cpu_seconds(int(entry))
+        except OSError:  # it ended meanwhile
+            continue
+    return figures
+
+
+def server_cpu_since(before: dict[int, float]) -> float:
+    """Seconds of server CPU since `before` (a `server_cpu()` reading): new backends count
+    whole."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in server_cpu().items())
+
+
 def commits(url: str) -> int:
     """Committed transactions of this database so far (a session's count reaches
     pg_stat_database when it ends, or within a second while it runs)."""
@@ -95,6 +118,7 @@ class ProcessDrain:
     window_s: float
     cpu_s: float
     commits: int | None
+    server_cpu_s: float | None = None
 
     def figures(self) -> dict[str, Any]:
         figures: dict[str, Any] = {
@@ -104,6 +128,8 @@ class ProcessDrain:
             "seconds": round(self.window_s, 3),
             "cpu_us_per_job": round(self.cpu_s / self.jobs * 1e6, 1),
         }
+        if self.server_cpu_s is not None:
+            figures["server_cpu_us_per_job"] = round(self.server_cpu_s / self.jobs * 1e6, 1)
         if self.commits is not None:
             figures["commits_per_job"] = round(self.commits / self.jobs, 3)
         return figures

@@ -25,6 +25,8 @@ from bench.systems.common import (
     commits,
     cpu_seconds,
     latency_figures,
+    server_cpu,
+    server_cpu_since,
     transactions,
     wait_until,
 )
@@ -307,15 +309,17 @@ def drain_processes(
         for proc in procs:
             wait_until((folder / f"ready-{proc.pid}").exists, 60, "pgqueuer worker")
             started.append(cpu_seconds(proc.pid))
+        server_before = server_cpu()
         polls = _wait_drained(url, n)
         cpu = sum(cpu_seconds(p.pid) for p in procs) - sum(started)
+        server = server_cpu_since(server_before)
     finally:
         for proc in procs:
             proc.kill()
             proc.wait()
     time.sleep(0.5)  # the killed sessions' statistics reach pg_stat_database as they end
     spent = commits(url) - commits_before - polls - 1
-    figures = ProcessDrain(n, processes, _drain_window(url), cpu, spent).figures()
+    figures = ProcessDrain(n, processes, _drain_window(url), cpu, spent, server).figures()
     return {**figures, "batch": batch}
 
 

@@ -18,6 +18,8 @@ from bench.systems.common import (
     commits,
     cpu_seconds,
     latency_figures,
+    server_cpu,
+    server_cpu_since,
     transactions,
     wait_until,
 )
@@ -309,9 +311,11 @@ def drain_processes(url: str, n: int, concurrency: int, processes: int, **_: Any
         for proc, log in zip(procs, logs, strict=True):
             wait_started(proc, log)
             started.append(cpu_seconds(proc.pid))
+        server_before = server_cpu()
         with tenure.connect(url) as ledger:
             polls = _wait_drained(ledger, n)
         cpu = sum(cpu_seconds(p.pid) for p in procs) - sum(started)
+        server = server_cpu_since(server_before) if _is_postgres(url) else None
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
@@ -321,7 +325,7 @@ def drain_processes(url: str, n: int, concurrency: int, processes: int, **_: Any
     if commits_before is not None:  # read once the workers' sessions ended and were counted
         time.sleep(0.5)
         spent = commits(url) - commits_before - polls - 1  # less our own reads
-    return ProcessDrain(n, processes, _drain_window(url), cpu, spent).figures()
+    return ProcessDrain(n, processes, _drain_window(url), cpu, spent, server).figures()
 
 
 def _wait_drained(ledger: tenure.Ledger, n: int) -> int:

@@ -6,7 +6,7 @@ import inspect
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tenure import labels as label_rules
@@ -51,11 +51,11 @@ class JobClass:
     description: str | None = None
     input_schema: dict[str, Any] | None = None
     labels: dict[str, str | None] | None = None
+    # True for an `async def` handler (asked at every run: found once).
+    is_async: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_async(self) -> bool:
-        """True for an `async def` handler."""
-        return inspect.iscoroutinefunction(self.handler)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
 
     @property
     def margin(self) -> float:

@@ -14,7 +14,7 @@ import functools
 import importlib.util
 import re
 from collections.abc import Coroutine, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenure.errors import InvalidArgument
@@ -106,19 +106,9 @@ class AttemptTrace:
         self._ended = False
         self._told: set[str] = set()
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self) -> AbstractContextManager[None]:
         """The attempt's span is the current one on this thread for the block."""
-        if self.span is None:
-            yield
-            return
-        from opentelemetry import context, trace
-
-        token = context.attach(trace.set_span_in_context(self.span))
-        try:
-            yield
-        finally:
-            context.detach(token)
+        return nullcontext() if self.span is None else _activated(self.span)
 
     def bind(self, coroutine: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
         """`coroutine` with the attempt's span current inside it (an async handler runs on the
@@ -190,6 +180,17 @@ class AttemptTrace:
         if outcome in ("failed", "retried", "lease_lost", "result_rejected", "stopped"):
             self.span.set_status(Status(StatusCode.ERROR, outcome))
         self.span.end()
+
+
+@contextmanager
+def _activated(span: Span) -> Iterator[None]:
+    from opentelemetry import context, trace
+
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 NO_TRACE = AttemptTrace()

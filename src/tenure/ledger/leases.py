@@ -227,7 +227,8 @@ class Leases(Limits):
                 continue
             leases.append(lease)
             texts.append(encoded.text)
-            details.append(event_detail(result_bytes=encoded.size, result_sha256=encoded.sha256))
+            # event_detail(result_bytes=…, result_sha256=…), written out: once per job.
+            details.append(f'{{"result_bytes":{encoded.size},"result_sha256":"{encoded.sha256}"}}')
             digests[lease.job_id] = encoded.sha256
         if not leases and not request.limit:
             return answers, []

@@ -4,7 +4,8 @@ Threads of a started worker, each a side task started by `Supervisor.spawn` (a s
 dies stops the worker, loudly):
 
 - `tenure-claim`: the claim loop; claims when slots are free and no result is on its way;
-- `tenure-commit`: the committer (`committer.py`): results and next claims in one statement;
+- `tenure-commit` (two): the committer (`committer.py`): results and next claims in one
+  statement; a published result ends its run there (`outcomes.py`);
 - `tenure-lease-renewer`, `tenure-lease-watcher`: the lease keeper (`keeper.py`): renewals, and
   local deadlines by the monotonic clock; `tenure-settle-N` writes what a deadline decides;
 - `tenure-async`: the event loop of `async def` handlers (only when the app has one);
@@ -28,21 +29,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
-from typing import Any
 
 from tenure import tracing
-from tenure.app import App, JobClass
-from tenure.errors import (
-    JobCancelled,
-    LeaseLost,
-    NonRetryable,
-    OwnershipUnknown,
-    ResumeRefused,
-    StoreUnavailable,
-    TenureError,
-    ToolOutcomeUnknown,
-)
-from tenure.ledger import Ledger, backoff_delay
+from tenure.app import App
+from tenure.errors import JobCancelled, StoreUnavailable, TenureError
+from tenure.ledger import Ledger
 from tenure.ledger.leases import pinned_variants
 from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
@@ -50,10 +41,11 @@ from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import Suspended
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
+from tenure.runtime.outcomes import Outcomes
 from tenure.runtime.run import JobRun
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads, join_thread
-from tenure.types import CancelReason, EventType, JobState, Lease
+from tenure.types import CancelReason, Lease
 
 log = logging.getLogger("tenure.worker")
 
@@ -63,8 +55,6 @@ _FIRST_IDLE_WAIT = 0.02
 # With only a few slots free, wait this long for more before claiming: one statement then
 # claims several jobs. Only while busy; an idle worker claims at once.
 _GATHER_WAIT = 0.005
-# Cancellations after which a returned result is still offered to the database to judge.
-_DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
 
 
 @dataclass
@@ -74,6 +64,7 @@ class _Running:
     ledger: Ledger
     keeper: LeaseKeeper
     committer: Committer
+    outcomes: Outcomes
     loop: asyncio.AbstractEventLoop | None
     stop_listening: Callable[[], None] | None = None
     loop_thread: threading.Thread | None = None
@@ -166,7 +157,10 @@ class Worker:
         loop = None
         if any(self.app.job_classes[k].is_async for k in self.kinds):
             loop = asyncio.new_event_loop()
-        self._live = _Running(ledger, keeper, committer, loop)
+        outcomes = Outcomes(
+            self.app, ledger, keeper, committer, self._threads, self._hurry, self._ended
+        )
+        self._live = _Running(ledger, keeper, committer, outcomes, loop)
         keeper.start()
         committer.start()
         self._live.stop_listening = ledger.on_claimable(self._on_claimable, keeper.cancelled)
@@ -238,7 +232,7 @@ class Worker:
                 self._slot_freed.clear()
             for run in self._active():
                 run.cancel(CancelReason.SHUTDOWN)
-                self._finish(run, "release", lambda r: live.ledger.release(r.lease))
+                live.outcomes.finish(run, "release", lambda r: live.ledger.release(r.lease))
             live.committer.stop()
             self._threads.stop()
             live.keeper.stop()
@@ -325,10 +319,16 @@ class Worker:
 
     # -- the committer's claims (Claimer) ---------------------------------------------------
 
+    def claims_with_results(self) -> bool:
+        """Whether the committer's statements claim too. Under concurrency limits claims take
+        the serialised path of the claim loop."""
+        return not (
+            self._stopping.is_set() or self._kind_limits or self._ledger().has_tenant_limits()
+        )
+
     def reserve_claim(self) -> ClaimSpec | None:
         """Free slots for the committer's next statement to fill, if any."""
-        # Under concurrency limits claims take the serialised path of the claim loop.
-        if self._stopping.is_set() or self._kind_limits or self._ledger().has_tenant_limits():
+        if not self.claims_with_results():
             return None
         granted = self._reserve(self.concurrency)
         if not granted:
@@ -344,7 +344,7 @@ class Worker:
             self._start(lease, sent_at)
         self._unreserve(spec.limit)
         if len(leases) < spec.limit:
-            self._slot_freed.set()
+            self._free_slot()
 
     def _crash(self, task: str, exc: BaseException) -> None:
         """A side task died (the supervisor logged it): stop the worker, at once."""
@@ -372,9 +372,9 @@ class Worker:
                 self._slot_freed.clear()
                 continue
             if committer.claims_soon:
-                # Results are on their way: the committer's statement claims with them.
-                self._slot_freed.wait(_GATHER_WAIT)
-                self._slot_freed.clear()
+                # Results are on their way: the committer's statements claim with them. Wake
+                # once it has nothing left to send, not at every job's end.
+                committer.wait_idle(self.poll_interval)
                 continue
             if free < gather and idle_wait == _FIRST_IDLE_WAIT:
                 free = self._gather(free, gather)
@@ -457,7 +457,6 @@ class Worker:
 
     def _execute(self, run: JobRun) -> None:
         lease = run.lease
-        started = time.monotonic()
         # Per-job lines are DEBUG: at thousands of jobs a second, INFO lines would cost more
         # than the jobs (the keeper logs a `jobs` summary at INFO once a minute instead).
         run.log(
@@ -468,47 +467,31 @@ class Worker:
             worker=self.worker_id,
         )
         run.trace = tracing.start_attempt(lease, run.labels)
+        live = self._state()
+        handed_over = False
         try:
-            live = self._state()
             with run.trace.active():
                 ctx = open_context(run, live.ledger, live.keeper, self.app.checkpoint_migrations)
                 result = call_handler(run, ctx, live.loop)
             run.handler_returned = True
-            self._slot_freed.set()
-            self._commit(run, result)
-        except (JobCancelled, Suspended) as stopped:  # a suspended job waits, without a lease
-            if isinstance(stopped, JobCancelled):
-                run.log(logging.WARNING, "job_stopped", reason=stopped.reason)
-            if run.outcome == "unfinished":
-                run.outcome = "suspended" if isinstance(stopped, Suspended) else "stopped"
-        except NonRetryable as exc:
-            self._fail(run, exc.error_document(self.app.keep_error_messages), retryable=False)
-        except ResumeRefused as exc:
-            run.log(logging.WARNING, "resume_refused", code=exc.code)
-            self._ledger().record(lease, EventType.RESUME_REFUSED, code=exc.code)
-            self._fail(run, {"code": exc.code}, retryable=False)
-        except ToolOutcomeUnknown:
-            run.tool_outcome_unknown(self._ledger(), "tool_error")
-            self._fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
-        except StoreUnavailable:
-            # OwnershipUnknown from a write, or the database failing a read while we hold the
-            # lease: either way whether we still own the job is unknown.
-            run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
-            self._fail(run, {"code": "ownership_unknown"}, retryable=True)
-        except LeaseLost:
-            run.cancel(self._ledger().lost_reason(run.lease.job_id))
-        except Exception as exc:
-            run.log_frames(exc)
-            self._fail(
-                run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
-            )
+            self._free_slot()
+            handed_over = live.outcomes.commit(run, result)
+        except (JobCancelled, Suspended, Exception) as exc:
+            live.outcomes.handler_error(run, exc)
         finally:
-            run.log(
-                logging.DEBUG,
-                "job_ended",
-                duration_ms=round((time.monotonic() - started) * 1000, 1),
-            )
-            self._ended(run)
+            if not handed_over:  # else the committer's answer ends the run
+                run.log(
+                    logging.DEBUG,
+                    "job_ended",
+                    duration_ms=round((time.monotonic() - run.started) * 1000, 1),
+                )
+                self._ended(run)
+
+    def _free_slot(self) -> None:
+        # Waiters clear the event before they count free slots, so a set event needs no
+        # second set (which takes its lock): the common case once the committer claims.
+        if not self._slot_freed.is_set():
+            self._slot_freed.set()
 
     def _ended(self, run: JobRun) -> None:
         """The run is over, or settled while its handler may never return (Python cannot kill
@@ -518,81 +501,15 @@ class Worker:
         with self._runs_lock:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
-        self._slot_freed.set()
+        self._free_slot()
         if self._kind_limits or self._ledger().has_tenant_limits():
             # Room under a limit is not announced by NOTIFY: look again at once.
             self._wake.set()
 
-    # -- outcomes ----------------------------------------------------------------------------
-
-    def _commit(self, run: JobRun, result: Any) -> None:
-        """Publish the result, only through the lease-guarded write.
-
-        A handler told to stop for a timeout, its lease lifetime or a shutdown publishes
-        nothing: whoever stopped it fails or releases the attempt. After a lost or unconfirmed
-        lease the result still goes to the database, which decides: another owner's lease makes
-        it `result_rejected`, never a success.
-        """
-        reason = run.cancel_reason if run.cancelled.is_set() else None
-        if reason is not None and reason not in _DATABASE_DECIDES:
-            run.log(logging.WARNING, "result_discarded", reason=reason)
-            return
-        run.try_finish()
-        committer = self._state().committer
-        self._attempt(run, "complete", lambda r: committer.complete(r.lease, result))
-
-    def _fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
-        job_class: JobClass = run.job_class
-        retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
-        # The class bounds the attempts of every job of its kind, however it was submitted.
-        retryable = retryable and run.lease.attempt < job_class.max_attempts
-
-        def write(r: JobRun) -> JobState:
-            state = self._ledger().fail(r.lease, error, retryable=retryable, retry_in=retry_in)
-            r.log_failure(error, retried=state is JobState.QUEUED)
-            return state
-
-        self._finish(run, "fail", write)
-
-    def _finish(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
-        if run.try_finish():
-            self._attempt(run, action, write)
-
-    def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
-        """Write an outcome; retry while the database is away, for up to a lease length."""
-        keeper = self._state().keeper
-        deadline = time.monotonic() + run.job_class.lease
-        while True:
-            try:
-                outcome = write(run)
-            except LeaseLost:
-                keeper.count("results_rejected", run=run)
-                run.outcome = "result_rejected"
-                run.trace.event("result_rejected", run.lease.token, action=action)
-                run.cancel(self._ledger().lost_reason(run.lease.job_id))
-                return
-            except OwnershipUnknown:
-                if time.monotonic() > deadline or self._hurry.is_set():
-                    run.log(logging.WARNING, "outcome_unwritten", action=action)
-                    return
-                time.sleep(0.1)
-                continue
-            except StoreUnavailable:
-                run.log(logging.WARNING, "outcome_unwritten", action=action)
-                return
-            counted = {"complete": "succeeded", "release": "released"}
-            run.outcome = counted.get(action, "failed" if str(outcome) == "failed" else "retried")
-            keeper.count(run.outcome, run=run)
-            return
+    # -- deadlines the lease keeper found -----------------------------------------------------
 
     def _stage_timed_out(self, run: JobRun) -> None:
-        code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
-        run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
-        if run.stage_is_effect:
-            run.tool_outcome_unknown(self._ledger(), "stage_timeout")
-        self._fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
-        self._ended(run)
+        self._state().outcomes.stage_timed_out(run)
 
     def _lifetime_reached(self, run: JobRun) -> None:
-        self._fail(run, {"code": "max_lease_lifetime"}, retryable=True)
-        self._ended(run)
+        self._state().outcomes.lifetime_reached(run)

@@ -1,0 +1,210 @@
+"""What the end of a run writes: its result (through the committer), a failure, a release.
+
+A returned result is handed to the committer and the handler thread goes back to work: the
+committer's answer ends the run on the committer's thread (a count and the run's slot), so a
+no-op job costs no second wake-up of its handler thread. An answer other than "published"
+(a lost lease, the database away) is settled on a handler thread, where waiting is allowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tenure.app import App
+from tenure.errors import (
+    JobCancelled,
+    LeaseLost,
+    NonRetryable,
+    OwnershipUnknown,
+    ResumeRefused,
+    StoreUnavailable,
+    ToolOutcomeUnknown,
+)
+from tenure.ledger import Ledger, backoff_delay
+from tenure.runtime.committer import Committer
+from tenure.runtime.context import Suspended
+from tenure.runtime.keeper import LeaseKeeper
+from tenure.runtime.run import JobRun
+from tenure.runtime.threads import HandlerThreads
+from tenure.types import CancelReason, EventType, JobState
+
+# Cancellations after which a returned result is still offered to the database to judge.
+_DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
+_COUNTED = {"complete": "succeeded", "release": "released"}
+
+
+class Outcomes:
+    """Writes what became of each run of one started worker; `ended(run)` gives its slot back."""
+
+    def __init__(
+        self,
+        app: App,
+        ledger: Ledger,
+        keeper: LeaseKeeper,
+        committer: Committer,
+        threads: HandlerThreads,
+        hurry: threading.Event,
+        ended: Callable[[JobRun], None],
+    ) -> None:
+        self._app = app
+        self._ledger = ledger
+        self._keeper = keeper
+        self._committer = committer
+        self._threads = threads
+        self._hurry = hurry
+        self._ended = ended
+
+    # -- a returned result -------------------------------------------------------------------
+
+    def commit(self, run: JobRun, result: Any) -> bool:
+        """Publish the result, only through the lease-guarded write. True when the committer
+        took it: its answer ends the run (the caller must not); False when the run is over.
+
+        A handler told to stop for a timeout, its lease lifetime or a shutdown publishes
+        nothing: whoever stopped it fails or releases the attempt. After a lost or unconfirmed
+        lease the result still goes to the database, which decides: another owner's lease makes
+        it `result_rejected`, never a success.
+        """
+        reason = run.cancel_reason if run.cancelled.is_set() else None
+        if reason is not None and reason not in _DATABASE_DECIDES:
+            run.log(logging.WARNING, "result_discarded", reason=reason)
+            return False
+        run.try_finish()
+
+        def answered(error: BaseException | None) -> None:
+            self._answered(run, result, error)
+
+        if self._committer.hand_over(run.lease, result, answered):
+            return True
+        self._attempt(run, "complete", lambda r: self._committer.complete(r.lease, result))
+        return False
+
+    def _answered(self, run: JobRun, result: Any, error: BaseException | None) -> None:
+        """The committer's answer, on its thread: a published result ends the run here."""
+        if error is None:
+            run.outcome = "succeeded"
+            self._keeper.count("succeeded", run=run)
+            self._over(run)
+            return
+        self._threads.run(self._settle_answer, (run, result, error))
+
+    def _settle_answer(self, item: tuple[JobRun, Any, BaseException]) -> None:
+        """A result the database did not take at once: rejected, or to be written again."""
+        run, result, first = item
+        answers: list[BaseException | None] = [first]
+
+        def write(r: JobRun) -> None:
+            error = answers.pop() if answers else None
+            if error is not None:
+                raise error
+            self._committer.complete(r.lease, result)
+
+        try:
+            self._attempt(run, "complete", write)
+        except Exception as exc:  # what `complete` raises for this job alone (too large, …)
+            self.handler_error(run, exc)
+        finally:
+            self._over(run)
+
+    def _over(self, run: JobRun) -> None:
+        run.log(
+            logging.DEBUG,
+            "job_ended",
+            duration_ms=round((time.monotonic() - run.started) * 1000, 1),
+        )
+        self._ended(run)
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def handler_error(self, run: JobRun, exc: BaseException) -> None:
+        """The handler, or the commit of its result, raised `exc`: write what it means."""
+        if isinstance(exc, (JobCancelled, Suspended)):  # a suspended job waits, without lease
+            if isinstance(exc, JobCancelled):
+                run.log(logging.WARNING, "job_stopped", reason=exc.reason)
+            if run.outcome == "unfinished":
+                run.outcome = "suspended" if isinstance(exc, Suspended) else "stopped"
+        elif isinstance(exc, NonRetryable):
+            self.fail(run, exc.error_document(self._app.keep_error_messages), retryable=False)
+        elif isinstance(exc, ResumeRefused):
+            run.log(logging.WARNING, "resume_refused", code=exc.code)
+            self._ledger.record(run.lease, EventType.RESUME_REFUSED, code=exc.code)
+            self.fail(run, {"code": exc.code}, retryable=False)
+        elif isinstance(exc, ToolOutcomeUnknown):
+            run.tool_outcome_unknown(self._ledger, "tool_error")
+            self.fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
+        elif isinstance(exc, StoreUnavailable):
+            # OwnershipUnknown from a write, or the database failing a read while we hold the
+            # lease: either way whether we still own the job is unknown.
+            run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
+            self.fail(run, {"code": "ownership_unknown"}, retryable=True)
+        elif isinstance(exc, LeaseLost):
+            run.cancel(self._ledger.lost_reason(run.lease.job_id))
+        else:
+            run.log_frames(exc)
+            self.fail(
+                run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
+            )
+
+    def fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
+        """Fail the attempt (retried with backoff while the class allows more attempts)."""
+        job_class = run.job_class
+        retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
+        # The class bounds the attempts of every job of its kind, however it was submitted.
+        retryable = retryable and run.lease.attempt < job_class.max_attempts
+
+        def write(r: JobRun) -> JobState:
+            state = self._ledger.fail(r.lease, error, retryable=retryable, retry_in=retry_in)
+            r.log_failure(error, retried=state is JobState.QUEUED)
+            return state
+
+        self.finish(run, "fail", write)
+
+    def finish(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+        """Write the run's outcome with `write`, unless another already was (or is being)."""
+        if run.try_finish():
+            self._attempt(run, action, write)
+
+    def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+        """Write an outcome; retry while the database is away, for up to a lease length."""
+        deadline = time.monotonic() + run.job_class.lease
+        while True:
+            try:
+                outcome = write(run)
+            except LeaseLost:
+                self._keeper.count("results_rejected", run=run)
+                run.outcome = "result_rejected"
+                run.trace.event("result_rejected", run.lease.token, action=action)
+                run.cancel(self._ledger.lost_reason(run.lease.job_id))
+                return
+            except OwnershipUnknown:
+                if time.monotonic() > deadline or self._hurry.is_set():
+                    run.log(logging.WARNING, "outcome_unwritten", action=action)
+                    return
+                time.sleep(0.1)
+                continue
+            except StoreUnavailable:
+                run.log(logging.WARNING, "outcome_unwritten", action=action)
+                return
+            run.outcome = _COUNTED.get(action, "failed" if str(outcome) == "failed" else "retried")
+            self._keeper.count(run.outcome, run=run)
+            return
+
+    # -- deadlines the lease keeper found ----------------------------------------------------
+
+    def stage_timed_out(self, run: JobRun) -> None:
+        """The running stage passed its timeout: an effect's outcome is unknown."""
+        code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
+        run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
+        if run.stage_is_effect:
+            run.tool_outcome_unknown(self._ledger, "stage_timeout")
+        self.fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
+        self._ended(run)
+
+    def lifetime_reached(self, run: JobRun) -> None:
+        """The run held its lease for the class's longest lease lifetime."""
+        self.fail(run, {"code": "max_lease_lifetime"}, retryable=True)
+        self._ended(run)
