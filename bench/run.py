@@ -76,7 +76,7 @@ SIZES = {
         "drain_1p": {"n": 2000, "processes": 1},
         "drain_2p": {"n": 2000, "processes": 2},
         "latency": {"n": 40, "pause": 0.05},
-        "heartbeats": {"n": 1000, "seconds": 5.0},
+        "heartbeats": {"n": 1000, "seconds": 3.0},
         "failover": {},
         "claim_10k": {"history": 10_000},
         "claim_1m": {"history": 100_000},

@@ -124,13 +124,14 @@ def heartbeats(url: str, n: int, seconds: float, **_: Any) -> dict[str, Any]:
     worker.start()
     try:
         wait_until(lambda: worker.running >= n, 300, f"{n} leases held")
-        time.sleep(1.0)  # past the claim's own statements
+        settled = _renewals_settle(worker, n, 10.0)
         before = _statement_count(url, worker)
         renewals_before = worker.stats.get("renewal_batches", 0)
+        beats_before = worker.stats.get("heartbeats", 0)
         time.sleep(seconds)
         after = _statement_count(url, worker)
         renewals = worker.stats.get("renewal_batches", 0) - renewals_before
-        beats = worker.stats.get("heartbeats", 0)
+        beats = worker.stats.get("heartbeats", 0) - beats_before
     finally:
         release.set()
         worker.stop(grace=60)
@@ -141,7 +142,28 @@ def heartbeats(url: str, n: int, seconds: float, **_: Any) -> dict[str, Any]:
         "renewal_statements_per_s": round(renewals / seconds, 2),
         "heartbeat_interval_s": 5,
         "lease_renewals": beats,
+        "settled_after_s": settled,
     }
+
+
+def _renewals_settle(worker: tenure.Worker, n: int, timeout: float) -> float | None:
+    """Wait until one renewal statement renews all `n` leases: leases claimed over a few
+    seconds are first renewed in several batches, which merge within a few heartbeats (leases
+    due within a quarter heartbeat go together). Seconds waited, or None at `timeout`."""
+    began = time.monotonic()
+    # A batch is counted before its statement and its renewals after: look two polls back.
+    stats = worker.stats
+    batches = [stats.get("renewal_batches", 0)] * 2
+    beats = stats.get("heartbeats", 0)
+    while time.monotonic() - began < timeout:
+        time.sleep(0.02)
+        stats = worker.stats
+        one_batch = stats.get("renewal_batches", 0) - batches[0] <= 1
+        if one_batch and stats.get("heartbeats", 0) - beats >= n:
+            return round(time.monotonic() - began, 1)
+        batches = [batches[1], stats.get("renewal_batches", 0)]
+        beats = stats.get("heartbeats", 0)
+    return None
 
 
 def _statement_count(url: str, worker: tenure.Worker) -> int:

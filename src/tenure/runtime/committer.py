@@ -1,6 +1,6 @@
 """Group commit: the results of many handler threads go to the database in one statement.
 
-A handler thread hands its result over and goes on. The committer thread takes everything that
+A handler thread hands its result over and goes on. A committer thread takes everything that
 arrived while the previous statement ran and publishes it with one statement: under load each
 statement carries many jobs, and an idle worker adds no delay (nothing waits to fill a batch).
 Every job still gets its own answer, as a call on the committer's thread: published,
