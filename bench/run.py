@@ -62,7 +62,7 @@ SIZES = {
         "drain_1p": {"n": 20000, "processes": 1, "repeat": 3},
         "drain_2p": {"n": 20000, "processes": 2, "repeat": 3},
         "latency": {"n": 200, "pause": 0.05},
-        "heartbeats": {"n": 10000, "seconds": 10.0},
+        "heartbeats": {"n": 10000, "seconds": 10.0, "settle": 10.0},
         "failover": {},
         "claim_10k": {"history": 10_000},
         "claim_1m": {"history": 1_000_000},
@@ -76,12 +76,12 @@ SIZES = {
         "drain_1p": {"n": 2000, "processes": 1},
         "drain_2p": {"n": 2000, "processes": 2},
         "latency": {"n": 40, "pause": 0.05},
-        "heartbeats": {"n": 1000, "seconds": 3.0},
+        "heartbeats": {"n": 1000, "seconds": 6.0, "settle": 0.0},
         "failover": {},
         "claim_10k": {"history": 10_000},
         "claim_1m": {"history": 100_000},
         "fairness": {"n": 1500, "processes": 3},
-        "sql_limit": {"seconds": 3.0},
+        "sql_limit": {"seconds": 2.0},
     },
 }
 TENURE_ONLY = {"claim_10k", "claim_1m", "fairness"}
