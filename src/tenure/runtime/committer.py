@@ -8,8 +8,9 @@ Every job still gets its own answer, as a call on the committer's thread: publis
 
 When the worker has free slots, the same statement also claims its next jobs
 (`Ledger.complete_and_claim`): a busy worker then makes one round trip per batch, not two.
-Two committer threads each take what waits when they are free: while one statement runs, the
-next batch gathers and goes out on the other's connection.
+On PostgreSQL two committer threads each take what waits when they are free: while one
+statement runs, the next batch goes out on the other's connection (SQLite runs one: its writes
+take turns on one lock).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from tenure.types import JSON, Lease
 
 # Results per statement: bounds the statement's size, not the wait.
 _MAX_BATCH = 500
-# Statements in flight at once. With one, the worker waits for each round trip while both the
-# database and the worker have CPU to spare; a second fills that gap (measured in issue 20:
-# one process drained 25% faster, with larger batches); a third added nothing.
-_COMMITTERS = 2
+# Statements in flight at once where the database runs writes in parallel. With one, the
+# worker waits for each round trip while both the database and the worker have CPU to spare; a
+# second fills that gap (measured in issue 20: one process drained 25% faster, with larger
+# batches); a third added nothing. On SQLite writes take turns on one lock: there a second
+# committer only puts the busiest process in the queue twice (its share grew, others starved).
+_PARALLEL_COMMITTERS = 2
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,9 @@ class Committer:
 
     def start(self) -> None:
         """Start the committer threads (idempotent)."""
+        committers = _PARALLEL_COMMITTERS if self._ledger.store.parallel_writes else 1
         if not self._threads:
-            self._threads = [
-                self._supervisor.spawn("commit", self._run) for _ in range(_COMMITTERS)
-            ]
+            self._threads = [self._supervisor.spawn("commit", self._run) for _ in range(committers)]
 
     @property
     def claims_soon(self) -> bool:

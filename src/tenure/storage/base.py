@@ -193,6 +193,10 @@ class FenceTx(Protocol):
 class Store(Protocol):
     """What the ledger needs from a database. See the module docstring."""
 
+    # Whether two writing statements can run at once (PostgreSQL), or take turns on one lock
+    # (SQLite): a worker sends its results on two connections only where they can overlap.
+    parallel_writes: bool
+
     def migrate(self) -> list[int]:
         """Apply missing migrations under a lock; return the versions applied now."""
         ...

@@ -116,6 +116,7 @@ class PostgresStore(SqlStore):
     """A pool of autocommit connections; one statement per operation."""
 
     decode = DECODE
+    parallel_writes = True
 
     def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
         self._where = describe(url)

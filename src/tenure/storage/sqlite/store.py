@@ -102,6 +102,7 @@ class SqliteStore(SqlStore):
     """
 
     decode = DECODE
+    parallel_writes = False
 
     def __init__(self, url: str, *, timeout: float = 5.0) -> None:
         self.path = path_from_url(url)
