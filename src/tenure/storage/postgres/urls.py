@@ -44,7 +44,7 @@ def build_conninfo(url: str, timeout: float) -> str:
 _WRITABLE = ("read-write", "primary")
 
 
-def _check_session_attrs(params: dict[str, object]) -> None:
+def _check_session_attrs(params: dict[str, str | int | None]) -> None:
     """A URL of several hosts finds the writable one: `target_session_attrs=read-write` unless
     the URL says `primary`; any other choice would let tenure land on a standby."""
     attrs = params.get("target_session_attrs")
