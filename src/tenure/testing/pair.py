@@ -93,7 +93,7 @@ def _run_as() -> str | None:
             return name
     subprocess.run(
         [
-            "useradd",
+            shutil.which("useradd") or "/usr/sbin/useradd",
             "--system",
             "--no-create-home",
             "--shell",
