@@ -263,3 +263,17 @@ def test_a_multi_host_url_asks_for_the_writable_server() -> None:
     assert "target_session_attrs=primary" in build_conninfo(
         "postgresql://u@h1,h2/db?target_session_attrs=primary", 5.0
     )
+
+
+def test_chaos_failover_refuses_a_database_of_its_own(tmp_path: Path) -> None:
+    """`tenure chaos --faults failover` starts its own pair: a --db beside it is a usage
+    error (exit 2, one line, no traceback), and nothing is started."""
+    from tests.support.cli import tenure_cli
+
+    out = tenure_cli(
+        "chaos", "--faults", "failover", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--jobs", "1"
+    )
+    assert out.returncode == 2
+    assert "leave --db out" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "x.db").exists()

@@ -14,10 +14,13 @@ import urllib.request
 from typing import Any
 
 import tenure
+from tenure.chaos.failover import report_claim
 from tenure.fence import headers
 
 RECEIVER = os.environ.get("TENURE_CHAOS_RECEIVER", "http://127.0.0.1:0")
 LEASE = float(os.environ.get("TENURE_CHAOS_LEASE", "2.0"))
+# Where handlers report their claims (job, token): a token handed out twice shows up there.
+CLAIMS = os.environ.get("TENURE_CHAOS_CLAIMS", "")
 
 app = tenure.App()
 
@@ -56,6 +59,8 @@ POLICY: dict[str, Any] = {
 def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """fetch (a step), charge (the effect), summarise (a step); each takes a little while."""
     rng = random.Random(payload["seed"] * 1000 + ctx.attempt)
+    if CLAIMS:
+        report_claim(CLAIMS, ctx.job_id, ctx.token)
 
     def work(result: Any) -> Any:
         time.sleep(rng.uniform(0.02, 0.2))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import tenure
+from tenure.chaos.failover import PAIR_FAULTS, PairFaults
 from tenure.chaos.parents import ParentWorkload
 from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
@@ -29,7 +30,8 @@ from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
 from tenure.testing.proxy import TcpProxy
 
-FAULT_KINDS = ("kill", "pause", "partition", "restart", "skew")
+DEFAULT_FAULTS = ("kill", "pause", "partition", "restart", "skew")
+FAULT_KINDS = (*DEFAULT_FAULTS, *PAIR_FAULTS)
 KIND = "chaos.order"
 SKEW_SECONDS = 3 * 3600
 
@@ -43,13 +45,15 @@ class Options:
     workers: int = 3
     concurrency: int = 2
     duration: float = 60.0
-    faults: tuple[str, ...] = FAULT_KINDS
+    faults: tuple[str, ...] = DEFAULT_FAULTS
     fault_every: float = 2.0
     lease: float = 2.0
     seed: int = 1
     report: Path | None = None
     drain_timeout: float = 180.0
     parents: int = 20
+    replication: str = "sync"
+    submit_rate: float = 20.0
 
 
 @dataclass
@@ -113,8 +117,30 @@ class Harness:
         self.rng = random.Random(options.seed)
         self.folder = Path(tempfile.mkdtemp(prefix="tenure-chaos-"))
         self.embedded: EmbeddedServer | None = None
+        self.pair: PairFaults | None = None
+        self.not_applicable: dict[str, str] = {}
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        if options.db == "embedded":
+        if set(options.faults) & set(PAIR_FAULTS):
+            if options.db is not None:
+                raise tenure.InvalidArgument(
+                    "--faults failover and switchover run on a primary/standby pair the "
+                    "harness starts itself: leave --db out"
+                )
+            self.pair = PairFaults(
+                synchronous=options.replication == "sync",
+                claims_log=self.folder / "claims.log",
+                kind=KIND,
+                submits_per_second=options.submit_rate,
+            )
+            self.url = self.pair.url
+            if not self.pair.synchronous and options.parents:
+                # A signal the old primary acknowledged may be lost with it: a parent would
+                # then wait for ever, and the run would report a loss that is replication's.
+                self.not_applicable["parents"] = (
+                    "not run with asynchronous failover (an acknowledged signal may be lost)"
+                )
+                options.parents = 0
+        elif options.db == "embedded":
             self.embedded = EmbeddedServer(self.folder)
             self.url = self.embedded.url
         else:
@@ -131,7 +157,6 @@ class Harness:
             options.parents, 0.8 * options.duration, random.Random(options.seed + 1)
         )
         self.injected: Counter[str] = Counter()
-        self.not_applicable: dict[str, str] = {}
         self._restarting = threading.Lock()
         self._last_progress = 0.0
 
@@ -146,8 +171,14 @@ class Harness:
             self.parents.submit(ledger, time.monotonic())
             self._start_workers()
             started = time.monotonic()
+            if self.pair is not None:
+                self.pair.start_submitting(ledger, self.o.seed)
             self._inject_until(ledger, started + self.o.duration)
             self._end_faults(force=True)
+            if self.pair is not None:
+                self.pair.stop_submitting()
+                self.pair.wait_idle()
+                ids += self.pair.acknowledged
             drain_started = time.monotonic()
             drained = self._drain(ledger)
             drain_seconds = time.monotonic() - drain_started
@@ -160,6 +191,8 @@ class Harness:
             ledger.close()
             if self.embedded is not None:
                 self.embedded.close()
+            if self.pair is not None:
+                self.pair.close()
         self._print(figures)
         if self.o.report is not None:
             self.o.report.write_text(
@@ -223,7 +256,7 @@ class Harness:
 
     def _start_workers(self) -> None:
         for slot in self.slots:
-            if self.is_postgres:
+            if self.is_postgres and self.pair is None:
                 upstream, _ = postgres_upstream(self.url)
                 slot.proxy = TcpProxy(upstream)
             self._spawn(slot)
@@ -236,6 +269,7 @@ class Harness:
             **os.environ,
             "TENURE_CHAOS_RECEIVER": self.receiver.url,
             "TENURE_CHAOS_LEASE": str(self.o.lease),
+            "TENURE_CHAOS_CLAIMS": str(self.folder / "claims.log"),
         }
         if slot.skew and self.shim is not None:
             env.update(skew_env(self.shim, slot.skew))
@@ -278,6 +312,8 @@ class Harness:
 
     def _applicable(self, kind: str) -> str | None:
         """Why a fault kind cannot be injected here (None if it can)."""
+        if kind in ("partition", "restart") and self.pair is not None:
+            return "the workers reach the pair by its multi-host URL: its primary fails over"
         if kind == "partition" and not self.is_postgres:
             return "SQLite is a local file: there is no connection to cut"
         if kind == "restart" and self.embedded is None:
@@ -322,6 +358,10 @@ class Harness:
             assert slot.proxy is not None
             slot.proxy.cut()
             slot.fault, slot.fault_ends = "partition", time.monotonic() + hold
+        elif kind in PAIR_FAULTS:
+            assert self.pair is not None
+            if not self.pair.inject(kind):
+                return
         elif kind == "restart":
             if not self._restarting.acquire(blocking=False):
                 return
@@ -373,7 +413,12 @@ class Harness:
     def _figures(
         self, ledger: tenure.Ledger, ids: list[str], total: float, drain: float, drained: bool
     ) -> Figures:
-        jobs = [ledger.get(job_id) for job_id in ids]
+        jobs = []
+        for job_id in ids:
+            try:
+                jobs.append(ledger.get(job_id))
+            except tenure.JobNotFound:
+                continue  # lost with an asynchronous standby: counted by the pair's figures
         states = Counter(job.state.value for job in jobs)
         failed = Counter(
             str((job.error or {}).get("code"))
@@ -432,7 +477,12 @@ class Harness:
         ]
         parent_values, parent_checks = self.parents.figures(ledger)
         values.update(parent_values)
-        return Figures(values, checks + parent_checks)
+        checks += parent_checks
+        if self.pair is not None:
+            pair_values, pair_checks = self.pair.figures({job.id for job in jobs})
+            values["pair"] = pair_values
+            checks += pair_checks
+        return Figures(values, checks)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -502,6 +552,17 @@ class Harness:
             ),
             ("run (faults + drain)", f"{v['duration_s']} s"),
         ]
+        pair = v.get("pair")
+        if pair:
+            rows += [
+                ("replication", pair["replication"]),
+                ("failovers / switchovers", f"{pair['failovers']} / {pair['switchovers']}"),
+                ("TOKENS HANDED OUT TWICE (must be 0)", pair["tokens_handed_out_twice"]),
+                ("submits acknowledged during the run", pair["submits_acknowledged_during_run"]),
+                ("acknowledged submits lost", pair["acknowledged_submits_lost"]),
+                ("s from switch to first claim", pair["seconds_to_first_claim_after_switch"]),
+                ("s from switch to first submit", pair["seconds_to_first_submit_after_switch"]),
+            ]
         width = max(len(name) for name, _ in rows)
         self.out.write("\n")
         for name, value in rows:

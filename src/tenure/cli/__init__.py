@@ -244,7 +244,8 @@ def _add_process_commands(sub: Any) -> None:
         "chaos",
         help="run jobs through worker processes under random faults and check the guarantees",
         description="Kill, pause, partition and skew worker processes (and restart the database "
-        "when the harness started it: --db embedded) while jobs run; then count what must hold. "
+        "when the harness started it: --db embedded; or fail over a primary/standby pair it "
+        "starts: --faults failover,switchover) while jobs run; then count what must hold. "
         "Exits 1 if a job was lost, an effect applied twice or a stale result accepted.",
     )
     _common(p, top=False)
@@ -253,7 +254,25 @@ def _add_process_commands(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=2, help="jobs at once per worker")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
-    p.add_argument("--faults", default="kill,pause,partition,restart,skew")
+    p.add_argument(
+        "--faults",
+        default="kill,pause,partition,restart,skew",
+        help="comma-separated: kill, pause, partition, restart, skew; failover and switchover "
+        "start a primary/standby pair of their own (see --replication)",
+    )
+    p.add_argument(
+        "--replication",
+        choices=["sync", "async"],
+        default="sync",
+        help="the pair's standby for failover and switchover: synchronous or asynchronous",
+    )
+    p.add_argument(
+        "--submit-rate",
+        type=float,
+        default=20.0,
+        help="with failover or switchover: jobs submitted per second during the run, each "
+        "acknowledged one looked for at the end",
+    )
     p.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between faults")
     p.add_argument("--lease", type=float, default=2.0, help="the job class's lease, seconds")
     p.add_argument("--seed", type=int, default=1)

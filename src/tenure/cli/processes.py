@@ -131,6 +131,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown fault kinds {sorted(unknown)}: use {','.join(FAULT_KINDS)}")
     if args.jobs < 1 or args.workers < 1 or args.duration <= 0 or args.parents < 0:
         raise UsageError("--jobs, --workers and --duration must be positive, --parents >= 0")
+    if not 0 < args.submit_rate <= 10_000:
+        raise UsageError("--submit-rate must be above 0 and at most 10000 per second")
     options = Options(
         db=args.db,
         jobs=args.jobs,
@@ -144,5 +146,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         report=args.report,
         drain_timeout=args.drain_timeout,
         parents=args.parents,
+        replication=args.replication,
+        submit_rate=args.submit_rate,
     )
     return Harness(options).run()

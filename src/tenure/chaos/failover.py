@@ -1,0 +1,179 @@
+"""The failover faults of `tenure chaos`: a real primary/standby pair the harness starts, a
+steady submitter whose acknowledged jobs are counted, and the claims every handler reports, so
+that a token handed out twice would be seen outside the database (which forgets lost claims).
+
+`failover` SIGKILLs the primary, promotes the standby and rebuilds a new standby from it;
+`switchover` stops the primary cleanly first (no commit is lost that way, in either mode).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tenure
+from tenure.testing.pair import ReplicaPair
+
+PAIR_FAULTS = ("failover", "switchover")
+EPOCH = 1 << 32
+
+
+@dataclass
+class Switch:
+    """One failover or switchover, with the times that matter."""
+
+    kind: str
+    started: float  # time.time() of the kill (or of the clean stop)
+    timeline: int = 0
+    down: float = 0.0  # the old primary is gone (killed, or stopped): what comes after is new
+    promoted: float | None = None
+    rebuilt: float | None = None
+
+
+@dataclass
+class PairFaults:
+    """The pair, the submitter and the claims log of one chaos run."""
+
+    synchronous: bool
+    claims_log: Path
+    kind: str
+    submits_per_second: float = 20.0
+    pair: ReplicaPair = field(init=False)
+    acknowledged: list[str] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    switches: list[Switch] = field(default_factory=list)
+    _busy: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _submitter: threading.Thread | None = None
+    _submit_times: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pair = ReplicaPair(synchronous=self.synchronous)
+        self.pair.start()
+
+    @property
+    def url(self) -> str:
+        return self.pair.url()
+
+    # -- the steady submitter -----------------------------------------------------------------
+
+    def start_submitting(self, ledger: tenure.Ledger, seed: int) -> None:
+        def run() -> None:
+            n = 0
+            step = 1.0 / self.submits_per_second
+            due = time.monotonic()
+            # A fixed schedule, not a fixed pause: the pace holds whatever a submit costs.
+            while not self._stop.wait(max(0.0, due - time.monotonic())):
+                due += step
+                n += 1
+                try:
+                    job_id = ledger.submit(
+                        self.kind, {"seed": 10_000 * seed + n, "amount": 1}, max_attempts=25
+                    )
+                except tenure.TenureError as exc:
+                    self.refused[type(exc).__name__] += 1
+                    continue
+                self.acknowledged.append(job_id)
+                self._submit_times.append(time.time())
+
+        self._submitter = threading.Thread(target=run, name="chaos-submitter", daemon=True)
+        self._submitter.start()
+
+    def stop_submitting(self) -> None:
+        self._stop.set()
+        if self._submitter is not None:
+            self._submitter.join(30)
+
+    # -- the faults ---------------------------------------------------------------------------
+
+    def inject(self, kind: str) -> bool:
+        """Start a failover or switchover in the background; False if one is under way."""
+        if not self._busy.acquire(blocking=False):
+            return False
+        threading.Thread(target=self._switch, args=(kind,), daemon=True).start()
+        return True
+
+    def wait_idle(self) -> None:
+        with self._busy:
+            pass
+
+    def _switch(self, kind: str) -> None:
+        try:
+            switch = Switch(kind, time.time())
+            self.switches.append(switch)
+            if kind == "failover":
+                self.pair.kill_primary()
+            else:
+                self.pair.stop_primary()
+            switch.down = time.time()
+            self.pair.promote()
+            switch.promoted = time.time()
+            switch.timeline = self.pair.timeline()
+            self.pair.rebuild_standby()
+            switch.rebuilt = time.time()
+        finally:
+            self._busy.release()
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def claims(self) -> list[tuple[str, int, str, float]]:
+        """(job, token, attempt nonce, time) for every claim a handler reported."""
+        if not self.claims_log.exists():
+            return []
+        rows = []
+        for line in self.claims_log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                rows.append((parts[0], int(parts[1]), parts[2], float(parts[3])))
+        return rows
+
+    def figures(self, found: set[str]) -> tuple[dict[str, Any], list[tuple[str, bool]]]:
+        claims = self.claims()
+        holders: dict[tuple[str, int], set[str]] = defaultdict(set)
+        for job, token, nonce, _ in claims:
+            holders[(job, token)].add(nonce)
+        twice = sum(1 for nonces in holders.values() if len(nonces) > 1)
+        lost = [job_id for job_id in self.acknowledged if job_id not in found]
+        to_claim, to_submit = [], []
+        for switch in self.switches:
+            floor = (switch.timeline - 1) * EPOCH
+            after = [at for _, token, _, at in claims if token > floor and at >= switch.started]
+            if after and switch.timeline > 1:
+                to_claim.append(round(min(after) - switch.started, 2))
+            submitted = [at for at in self._submit_times if switch.down and at >= switch.down]
+            if submitted:
+                to_submit.append(round(min(submitted) - switch.started, 2))
+        values = {
+            "replication": "synchronous" if self.synchronous else "asynchronous",
+            "failovers": sum(s.kind == "failover" for s in self.switches),
+            "switchovers": sum(s.kind == "switchover" for s in self.switches),
+            "timelines": [s.timeline for s in self.switches],
+            "claims_reported": len(claims),
+            "tokens_handed_out_twice": twice,
+            "submits_per_second": self.submits_per_second,
+            "submits_acknowledged_during_run": len(self.acknowledged),
+            "submits_refused_during_switch": dict(self.refused),
+            "acknowledged_submits_lost": len(lost),
+            "seconds_to_first_claim_after_switch": to_claim,
+            "seconds_to_first_submit_after_switch": to_submit,
+        }
+        checks = [("tokens handed out twice = 0", twice == 0)]
+        if self.synchronous:
+            checks.append(("acknowledged submits lost = 0 (synchronous)", not lost))
+        return values, checks
+
+    def close(self) -> None:
+        self.stop_submitting()
+        self.pair.close()
+
+
+def report_claim(path: str, job_id: str, token: int) -> None:
+    """A handler's claim, one line appended (O_APPEND keeps processes' lines whole)."""
+    import uuid
+
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(f"{job_id} {token} {uuid.uuid4().hex} {time.time():.3f}\n")
