@@ -93,7 +93,10 @@ def charge(ctx: tenure.JobContext, payload: Any) -> Any:
 @app.job("tally", **FAST)
 def tally(ctx: tenure.JobContext, payload: Any) -> Any:
     """One effect, a line in `tally` per key; asked again in doubt, it looks before it adds
-    (as a tool that can be queried does). The failover tests count the lines."""
+    (as a tool that can be queried does). Each run notes its claim (job, token) in `claims`.
+    The failover tests count the lines of both."""
+
+    mark("claims", f"{ctx.job_id} {ctx.token} {os.urandom(8).hex()}")
 
     def apply(fx: tenure.Effect) -> Any:
         ledger_file = DIR / "tally"

@@ -345,6 +345,9 @@ class Harness:
             return
         busy = [slot for slot in free if slot.proc is not None and slot.proc.pid in busy_pids]
         kind, slot = self.rng.choice(kinds), self.rng.choice(busy or free)
+        if kind in PAIR_FAULTS:
+            # Take the pair's faults in turn, so that a short run has each of those asked for.
+            kind = min((k for k in kinds if k in PAIR_FAULTS), key=lambda k: self.injected[k])
         assert slot.proc is not None
         hold = self.o.lease + 1.0 + self.rng.uniform(0.0, 1.0)
         if kind == "kill":
