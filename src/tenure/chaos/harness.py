@@ -331,6 +331,13 @@ class Harness:
             return "no C compiler to build the clock shim"
         return None
 
+    def _pick(self, kinds: list[str]) -> str:
+        kind = self.rng.choice(kinds)
+        if kind in PAIR_FAULTS:
+            # Take the pair's faults in turn, so that a short run has each of those asked for.
+            kind = min((k for k in kinds if k in PAIR_FAULTS), key=lambda k: self.injected[k])
+        return kind
+
     def _inject(self, busy_pids: set[int]) -> None:
         """One fault of a random applicable kind, aimed at a worker holding jobs if any."""
         kinds = []
@@ -344,10 +351,7 @@ class Harness:
         if not kinds or not free:
             return
         busy = [slot for slot in free if slot.proc is not None and slot.proc.pid in busy_pids]
-        kind, slot = self.rng.choice(kinds), self.rng.choice(busy or free)
-        if kind in PAIR_FAULTS:
-            # Take the pair's faults in turn, so that a short run has each of those asked for.
-            kind = min((k for k in kinds if k in PAIR_FAULTS), key=lambda k: self.injected[k])
+        kind, slot = self._pick(kinds), self.rng.choice(busy or free)
         assert slot.proc is not None
         hold = self.o.lease + 1.0 + self.rng.uniform(0.0, 1.0)
         if kind == "kill":
