@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
 from tenure.errors import TenureError
 from tenure.testing.proxy import TcpProxy
 
@@ -229,30 +227,47 @@ class ReplicaPair:
 
     def wait_replayed(self, timeout: float = 30.0) -> None:
         """Until the standby has replayed everything the primary has written."""
-        with psycopg.connect(self.primary.dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-        assert row is not None
-        target = row[0]
+        target = self.sql(self.primary, "SELECT pg_current_wal_lsn()")
         deadline = time.monotonic() + timeout
-        with psycopg.connect(self.standby.dsn, autocommit=True) as conn:
-            while True:
-                done = conn.execute(
-                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,)
-                ).fetchone()
-                if done and done[0]:
-                    return
-                if time.monotonic() > deadline:
-                    raise PairError(f"the standby did not replay up to {target} in {timeout}s")
-                time.sleep(0.05)
+        check = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
+        while self.sql(self.standby, check) != "t":
+            if time.monotonic() > deadline:
+                raise PairError(f"the standby did not replay up to {target} in {timeout}s")
+            time.sleep(0.05)
 
     def timeline(self) -> int:
         """The primary's WAL timeline now (a promotion starts the next one)."""
-        with psycopg.connect(self.primary.dsn, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int"
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
+        return int(
+            self.sql(
+                self.primary,
+                "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int",
+            )
+        )
+
+    def sql(self, node: Node, query: str) -> str:
+        """One statement through the server's own `psql` (the pair needs no driver), its
+        result as text."""
+        result = subprocess.run(
+            [
+                str(self.bindir / "psql"),
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                node.dsn,
+                "-c",
+                query,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise PairError(f"psql on {node.name} failed: {result.stderr.strip()[-500:]}")
+        return result.stdout.strip()
 
     def close(self) -> None:
         if self.relay is not None:
@@ -308,22 +323,16 @@ class ReplicaPair:
 
     def _set_sync(self, node: Node, synchronous: bool) -> None:
         names = "*" if synchronous else ""
-        with psycopg.connect(node.dsn, autocommit=True) as conn:
-            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
-            conn.execute("SELECT pg_reload_conf()")
+        self.sql(node, f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        self.sql(node, "SELECT pg_reload_conf()")
 
     def _wait_streaming(self, primary: Node, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        with psycopg.connect(primary.dsn, autocommit=True) as conn:
-            while True:
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
-                ).fetchone()
-                if row and row[0] >= 1:
-                    return
-                if time.monotonic() > deadline:
-                    raise PairError(f"no standby streamed from {primary.name} in {timeout}s")
-                time.sleep(0.05)
+        query = "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+        while int(self.sql(primary, query)) < 1:
+            if time.monotonic() > deadline:
+                raise PairError(f"no standby streamed from {primary.name} in {timeout}s")
+            time.sleep(0.05)
 
     def _postmaster_pid(self, node: Node) -> int | None:
         try:
