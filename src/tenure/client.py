@@ -9,6 +9,10 @@ raises `ServiceUnavailable`. Every request has a bounded timeout.
 
 from __future__ import annotations
 
+from tenure.extras import needs
+
+needs("client", "httpx", what="tenure.Client")
+
 import asyncio
 import time
 from collections.abc import Callable

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -53,3 +54,12 @@ def new_admin_key() -> NewKey:
     """A fresh admin key: configured by its digest (`TENURE_ADMIN_KEY_SHA256`), never stored."""
     key = f"{_PREFIX}_admin_{secrets.token_urlsafe(32)}"
     return NewKey(key_id="admin", key=key, key_sha256=digest(key))
+
+
+ADMIN_KEY_ENV = "TENURE_ADMIN_KEY_SHA256"
+
+
+def admin_digest_from_env() -> str | None:
+    """The admin key's digest from $TENURE_ADMIN_KEY_SHA256, if set (`tenure serve` and
+    `tenure mcp` read it; neither needs the other's extra for that)."""
+    return os.environ.get(ADMIN_KEY_ENV) or None

@@ -42,6 +42,7 @@ class EventType(enum.StrEnum):
     STEP_DONE = "step_done"
     STEP_SAVED = "step_saved"
     STEP_IN_DOUBT = "step_in_doubt"
+    STEP_FAILED = "step_failed"
     TOOL_REQUEST_STARTED = "tool_request_started"
     TOOL_OUTCOME_UNKNOWN = "tool_outcome_unknown"
     RESULT_REJECTED = "result_rejected"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +25,67 @@ class EncodedJson:
     sha256: str
 
 
-def encode_json(value: Any, what: str, limit: int) -> EncodedJson:
-    """Canonical JSON of `value`; raises if it is not JSON or is larger than `limit` bytes."""
+MAX_JSON_DEPTH = 64
+# A checkpoint holds stage results a few levels down in its envelope.
+MAX_CHECKPOINT_DEPTH = MAX_JSON_DEPTH + 16
+# What a read will still hand out (older versions stored deeper values): well below the depth
+# at which JSON serialisers give up.
+MAX_READABLE_DEPTH = 128
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists and objects more than `limit` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def check_json_shape(value: Any, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Nesting at most `max_depth` deep, and no string (key or value) with a NUL or a lone
+    UTF-16 surrogate: each of those would break a later read or write of the value."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, what)
+            continue
+        if not isinstance(item, dict | list | tuple):
+            continue
+        if depth > max_depth:
+            raise InvalidArgument(
+                f"the {what} is nested more than {max_depth} levels deep: flatten it"
+            )
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    _check_text(key, what)
+                stack.append((child, depth + 1))
+        else:
+            stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str, what: str) -> None:
+    if "\x00" in text:
+        raise InvalidArgument(f"the {what} contains a NUL character, which databases refuse")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            f"the {what} contains a lone UTF-16 surrogate, which is not text: encode it properly"
+        ) from None
+
+
+def encode_json(value: Any, what: str, limit: int, max_depth: int = MAX_JSON_DEPTH) -> EncodedJson:
+    """Canonical JSON of `value`; raises if it is not JSON, is nested too deep, holds a NUL or
+    a lone surrogate, or is larger than `limit` bytes."""
+    check_json_shape(value, what, max_depth)
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -35,8 +95,6 @@ def encode_json(value: Any, what: str, limit: int) -> EncodedJson:
             f"the {what} must be JSON-serialisable (dict, list, str, int, float, bool, None; "
             f"no NaN or infinity): {exc}"
         ) from exc
-    if "\\u0000" in text:
-        raise InvalidArgument(f"the {what} contains a NUL character, which databases refuse")
     data = text.encode("utf-8")
     if len(data) > limit:
         raise PayloadTooLarge(
@@ -54,6 +112,12 @@ def check_name(value: Any, what: str) -> str:
         raise InvalidArgument(
             f"the {what} must be at most {MAX_NAME_LENGTH} characters and contain no NUL"
         )
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise InvalidArgument(
+            f"the {what} contains a control character (a terminal escape, a newline…): "
+            "names are printed in logs and terminals"
+        )
+    _check_text(value, what)
     return value
 
 

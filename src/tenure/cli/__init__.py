@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +29,15 @@ from tenure.cli.commands import (
     cmd_tenant_list,
     cmd_tenant_revoke,
 )
-from tenure.cli.common import DEFAULT_DB, EXIT_FAILURE, EXIT_USAGE, UsageError, _url
+from tenure.cli.common import (
+    DEFAULT_DB,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    UsageError,
+    _url,
+    port_number,
+    seconds_at_least,
+)
 from tenure.cli.processes import (
     cmd_admin_key,
     cmd_chaos,
@@ -48,14 +57,14 @@ Command = Callable[[Ledger, argparse.Namespace], int]
 Standalone = Callable[[argparse.Namespace], int]
 
 
-def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+def _common(parser: argparse.ArgumentParser, *, top: bool, db_help: str | None = None) -> None:
     """--db and --json, accepted before the command and after it."""
     default: Any = None if top else argparse.SUPPRESS
     parser.add_argument(
         "--db",
         default=default,
         metavar="URL",
-        help=f"database URL (default: $TENURE_DATABASE_URL, else {DEFAULT_DB})",
+        help=db_help or f"database URL (default: $TENURE_DATABASE_URL, else {DEFAULT_DB})",
     )
     parser.add_argument(
         "--json",
@@ -73,12 +82,23 @@ def _add_command(sub: Any, name: str, command: Command, help: str) -> argparse.A
     return parser
 
 
+def _version() -> str:
+    """The installed package's version (its metadata), for `tenure --version`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tenure")
+    except PackageNotFoundError:  # pragma: no cover - run from a tree that is not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `tenure`."""
     parser = argparse.ArgumentParser(
         prog="tenure", description="Leased, fenced, durable jobs on SQLite and PostgreSQL."
     )
     _common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"tenure {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
@@ -190,7 +210,7 @@ def _add_process_commands(sub: Any) -> None:
     _common(p, top=False)
     p.set_defaults(standalone=cmd_serve)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=port_number, default=8080)
     p.add_argument(
         "--admin-key-sha256",
         metavar="HEX",
@@ -199,7 +219,10 @@ def _add_process_commands(sub: Any) -> None:
     )
     p.add_argument("--max-body", type=int, default=1024 * 1024, help="request body limit, bytes")
     p.add_argument(
-        "--max-wait", type=float, default=30.0, help="cap of GET /v1/jobs/{id}?wait=S, seconds"
+        "--max-wait",
+        type=seconds_at_least(0.0),
+        default=30.0,
+        help="cap of GET /v1/jobs/{id}?wait=S, seconds",
     )
     p.add_argument("--metrics-need-key", action="store_true", help="/metrics asks for admin key")
     p.add_argument(
@@ -212,14 +235,16 @@ def _add_process_commands(sub: Any) -> None:
         description="Each job class marked @app.job(..., tool=True) is an MCP tool: a call "
         "submits a job, which `tenure worker` processes run, and answers with its result. "
         "Clients that declare the tasks extension get the job as a durable task. Needs the "
-        "extra: pip install 'tenure[mcp]'.",
+        "extra: pip install 'tenure[mcp]' (from a clone: pip install -e '.[mcp]').",
     )
     _common(p, top=False)
     p.set_defaults(standalone=cmd_mcp)
     p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
     p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
     p.add_argument("--host", default="127.0.0.1", help="streamable HTTP: address to bind")
-    p.add_argument("--port", type=int, default=8090, help="streamable HTTP: port (default 8090)")
+    p.add_argument(
+        "--port", type=port_number, default=8090, help="streamable HTTP: port (default 8090)"
+    )
     p.add_argument(
         "--tenant", default="default", help="stdio: the tenant whose jobs the calls make"
     )
@@ -235,7 +260,12 @@ def _add_process_commands(sub: Any) -> None:
         description="Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary "
         "SQLite database (or --db URL) and shows, for real, what tenure guarantees.",
     )
-    _common(p, top=False)
+    _common(
+        p,
+        top=False,
+        db_help="database URL (default: a new SQLite file in a temporary "
+        "workspace, removed at the end)",
+    )
     p.add_argument(
         "--keep", action="store_true", help="keep the workspace (databases, worker logs)"
     )
@@ -310,6 +340,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`tenure demo | head`): say nothing more, and let the
+        # interpreter's last flush go nowhere instead of raising again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE
 
 
 def _add_worker_command(sub: Any) -> None:
@@ -326,11 +362,16 @@ def _add_worker_command(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
     p.add_argument(
         "--grace",
-        type=float,
+        type=seconds_at_least(0.0),
         default=30.0,
         help="seconds running handlers get on shutdown before their leases are released",
     )
-    p.add_argument("--poll", type=float, default=1.0, help="longest idle wait between claims, s")
+    p.add_argument(
+        "--poll",
+        type=seconds_at_least(0.01),
+        default=1.0,
+        help="longest idle wait between claims, seconds (at least 0.01)",
+    )
     p.add_argument("--kinds", nargs="*", help="only these kinds (default: all of the app's)")
     p.add_argument(
         "--variants",
@@ -341,6 +382,6 @@ def _add_worker_command(sub: Any) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=port_number,
         help="serve this worker's Prometheus metrics on 127.0.0.1:PORT/metrics",
     )

@@ -20,6 +20,7 @@ from tenure.cli.common import (
     event_dict,
     job_dict,
     load_app,
+    shown,
 )
 from tenure.evaluation import evaluate, golden_set, read_job_ids
 from tenure.ledger import Ledger
@@ -40,7 +41,7 @@ def cmd_migrate(ledger: Ledger, args: argparse.Namespace) -> int:
 def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
     try:
         payload = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and integers of over 4,300 digits
         raise UsageError(f"--payload is not JSON: {exc}") from exc
     labels = {}
     for pair in args.label:
@@ -97,10 +98,10 @@ def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
     if job.result is not None:
         rows.append(("result", json.dumps(job.result, sort_keys=True)))
     for name, value in rows:
-        print(f"{name:>15}  {value}")
+        print(f"{name:>15}  {shown(value)}")
     for stage in stages:
         print(
-            f"{'stage ' + str(stage.position):>15}  {stage.kind.value} {stage.name!r} "
+            f"{'stage ' + str(stage.position):>15}  {stage.kind.value} {shown(repr(stage.name))} "
             f"{stage.status.value} (token {stage.token})"
         )
     return EXIT_OK
@@ -116,7 +117,7 @@ def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
     print(f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  CREATED")
     for job in jobs:
         print(
-            f"{job.id:36}  {job.kind[:16]:16}  {job.state.value:9}  "
+            f"{job.id:36}  {shown(job.kind[:16]):16}  {job.state.value:9}  "
             f"{job.attempt:>2}/{job.max_attempts:<2}  {job.fencing_token:>5}  {job.step:>4}  "
             f"{_when(job.created_at)}"
         )
@@ -132,8 +133,10 @@ def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
         detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
         token = "-" if event.token is None else event.token
         print(
-            f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
-            f"owner={event.owner_id or '-'}  {detail}"
+            shown(
+                f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
+                f"owner={event.owner_id or '-'}  {detail}"
+            )
         )
     return EXIT_OK
 
@@ -146,7 +149,7 @@ def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:
 def cmd_signal(ledger: Ledger, args: argparse.Namespace) -> int:
     try:
         payload = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and integers of over 4,300 digits
         raise UsageError(f"--payload is not JSON: {exc}") from exc
     stored = ledger.signal(args.id, args.name, payload)
     job = ledger.get(args.id)
@@ -373,7 +376,7 @@ def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'TENANT':<30} {'KEYS':>4} {'REVOKED':>7}  CREATED")
     for t in tenants:
-        print(f"{t.name:<30} {t.active_keys:>4} {t.revoked_keys:>7}  {_when(t.created_at)}")
+        print(f"{shown(t.name):<30} {t.active_keys:>4} {t.revoked_keys:>7}  {_when(t.created_at)}")
     return EXIT_OK
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from enum import Enum
@@ -53,6 +55,15 @@ def _when(value: datetime | None) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+_UNSHOWN = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+
+
+def shown(text: str) -> str:
+    """Text for a terminal: control characters (escape sequences, carriage returns) written
+    out as `\\xNN`, so that a stored name can never drive the reader's terminal."""
+    return text.translate(_UNSHOWN)
+
+
 def _short(value: Any, width: int = 160) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -80,3 +91,31 @@ def load_app(target: str) -> App:
     if not isinstance(app, App):
         raise TenureError(f"{target!r} is not a tenure.App (found {type(app).__name__})")
     return app
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
+    return port
+
+
+def seconds_at_least(minimum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds, at least `minimum`."""
+
+    def parse(text: str) -> float:
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not math.isfinite(seconds) or seconds < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number of seconds, at least {minimum:g}; got {text}"
+            )
+        return seconds
+
+    return parse

@@ -16,6 +16,7 @@ from tenure.cli.common import (
     load_app,
 )
 from tenure.cli.rollouts import parse_variants
+from tenure.extras import MissingExtra, install_hint
 from tenure.logs import configure_json_logging
 from tenure.runtime.worker import Worker
 
@@ -39,9 +40,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _service_extra(exc: ImportError) -> UsageError:
+    if isinstance(exc, MissingExtra):
+        return UsageError(str(exc))
     return UsageError(
-        f"this command needs the service extra ({exc.name} is missing): "
-        "pip install 'tenure[service]'"
+        f"this command needs the service extra ({exc.name} is missing): {install_hint('service')}"
     )
 
 
@@ -66,11 +68,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from tenure.mcp import run_mcp
-    except ImportError as exc:
-        raise UsageError(
-            f"tenure mcp needs the mcp extra ({exc.name} is missing): pip install 'tenure[mcp]'"
-        ) from exc
-    from tenure.service.settings import ServiceSettings
+    except MissingExtra as exc:
+        raise UsageError(str(exc)) from exc
 
     app = load_app(args.target)
     configure_json_logging(getattr(logging, args.log_level.upper()))
@@ -82,7 +81,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             tenant=args.tenant,
             host=args.host,
             port=args.port,
-            admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
+            admin_key_sha256=args.admin_key_sha256 or keys.admin_digest_from_env(),
             log_level=args.log_level,
         )
     return EXIT_OK

@@ -11,6 +11,12 @@ graph is resumed with (`Command(resume=...)`) is sent as that signal.
 
 from __future__ import annotations
 
+from tenure.extras import needs
+
+needs(
+    "langgraph", "langgraph", "langchain_core", "jsonschema", what="tenure.integrations.langgraph"
+)
+
 import contextvars
 import re
 from typing import Any, Literal

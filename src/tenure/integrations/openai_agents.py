@@ -10,6 +10,10 @@ again mints new call ids, which is why the run key alone is never the key.
 
 from __future__ import annotations
 
+from tenure.extras import needs
+
+needs("openai-agents", "agents", "jsonschema", what="tenure.integrations.openai_agents")
+
 import asyncio
 import json
 import re

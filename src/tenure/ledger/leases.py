@@ -35,10 +35,26 @@ from tenure.types import (
     Lease,
     StageKind,
 )
-from tenure.validation import check_int, check_name, check_seconds, encode_json
+from tenure.validation import (
+    MAX_CHECKPOINT_DEPTH,
+    EncodedJson,
+    check_int,
+    check_name,
+    check_seconds,
+    encode_json,
+)
 
 log = logging.getLogger("tenure")
 T = TypeVar("T")
+
+
+def check_lease(value: Any, what: str = "lease") -> Lease:
+    """The argument is a `Lease` (from claim()), or the call is refused naming it."""
+    if not isinstance(value, Lease):
+        raise InvalidArgument(
+            f"the {what} must be a tenure.Lease (as claim() returns), got {type(value).__name__}"
+        )
+    return value
 
 
 class Leases(Limits):
@@ -134,6 +150,7 @@ class Leases(Limits):
         Raises `LeaseLost` when the lease no longer holds, `OwnershipUnknown` when the database
         does not answer.
         """
+        check_lease(lease)
         result = self.extend_many([lease], lease_seconds)
         if lease.job_id in result.renewed:
             return result.renewed[lease.job_id]
@@ -146,6 +163,7 @@ class Leases(Limits):
         self, leases: Sequence[Lease], lease_seconds: float | None = None
     ) -> ExtendResult:
         """Renew many leases in one statement. Lost ones are reported, not raised."""
+        leases = [check_lease(lease, "lease in leases") for lease in leases]
         seconds = [
             check_seconds(
                 lease_seconds if lease_seconds is not None else lease.lease_seconds, "lease_seconds"
@@ -176,10 +194,16 @@ class Leases(Limits):
                 )
         return ExtendResult(renewed=renewed, lost=lost)
 
+    def _checkpoint_json(self, checkpoint: JSON) -> EncodedJson:
+        return encode_json(checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH)
+
     def save_step(self, lease: Lease, step: int, checkpoint: JSON = None) -> None:
         """Advance the job's cursor to `step` and keep `checkpoint`, while the lease holds."""
+        check_lease(lease)
         step = check_int(step, "step", 0)
-        encoded = encode_json(checkpoint, "checkpoint", self.max_payload_bytes)
+        encoded = encode_json(
+            checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH
+        )
         detail = event_detail(
             step=step, checkpoint_bytes=encoded.size, checkpoint_sha256=encoded.sha256
         )
@@ -195,6 +219,7 @@ class Leases(Limits):
         A stale lease raises `LeaseLost`; the rejected result is recorded as an event (its size
         and hash only) and never becomes the job's result.
         """
+        check_lease(lease)
         answer = self.complete_many([(lease, result)])[lease.job_id]
         if answer is not None:
             raise answer
@@ -265,6 +290,7 @@ class Leases(Limits):
 
         Returns the job's new state.
         """
+        check_lease(lease)
         if isinstance(error, str):
             error = {"code": "error", "message": error}
         encoded = encode_json(error, "error", self.max_payload_bytes)
@@ -290,6 +316,7 @@ class Leases(Limits):
 
     def release(self, lease: Lease) -> None:
         """Give the job back at once, without spending the attempt (graceful shutdown)."""
+        check_lease(lease)
         if not self._guard(lease, "release", lambda: self.store.release(lease)):
             self._lost(lease, "release")
 
@@ -319,6 +346,16 @@ class Leases(Limits):
         if not done:
             self._lost(lease, "start_stage")
 
+    def stage_raised(self, lease: Lease, position: int, error_type: str) -> None:
+        """A step's function raised (the worker did not die in it): the step is a failed one,
+        not one in doubt, and the next attempt runs it afresh. `step_failed` keeps the type."""
+        detail_json = event_detail(position=position, error_type=error_type)
+        done = self._guard(
+            lease, "stage_raised", lambda: self.store.stage_raised(lease, position, detail_json)
+        )
+        if not done:
+            self._lost(lease, "stage_raised")
+
     def finish_stage(
         self, lease: Lease, position: int, result: JSON, *, checkpoint: JSON = None
     ) -> str:
@@ -331,7 +368,9 @@ class Leases(Limits):
         saved = (
             None
             if checkpoint is None
-            else encode_json(checkpoint, "checkpoint", self.max_payload_bytes).text
+            else encode_json(
+                checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH
+            ).text
         )
         detail_json = event_detail(
             position=position, result_bytes=encoded.size, result_sha256=encoded.sha256

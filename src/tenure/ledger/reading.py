@@ -15,7 +15,7 @@ from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
 from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
 from tenure.types import Event, Job, JobState, Stage
-from tenure.validation import check_int, check_job_id
+from tenure.validation import check_int, check_job_id, check_name
 
 log = logging.getLogger("tenure")
 T = TypeVar("T")
@@ -89,6 +89,8 @@ class Reading(LedgerCore):
             except ValueError:
                 choices = ", ".join(s.value for s in JobState)
                 raise InvalidArgument(f"unknown state {state!r}: use one of {choices}") from None
+        kind = None if kind is None else check_name(kind, "kind filter")
+        tenant = None if tenant is None else check_name(tenant, "tenant filter")
         limit = check_int(limit, "limit", 1)
         if limit > MAX_LIST_LIMIT:
             raise InvalidArgument(f"limit must be at most {MAX_LIST_LIMIT}, got {limit}")
@@ -98,6 +100,8 @@ class Reading(LedgerCore):
 
     def counts(self, kind: str | None = None, tenant: str | None = None) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zeros included)."""
+        kind = None if kind is None else check_name(kind, "kind filter")
+        tenant = None if tenant is None else check_name(tenant, "tenant filter")
         found = self.store.count_by_state(kind, tenant)
         return {state: found.get(state, 0) for state in JobState}
 

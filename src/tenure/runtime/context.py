@@ -22,6 +22,7 @@ from tenure.errors import (
     NonRetryable,
     OwnershipUnknown,
     StageMismatch,
+    TenureError,
 )
 from tenure.runtime.waiting import StageNames, children_value, signal_value
 from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest
@@ -146,7 +147,12 @@ class JobContext:
         if plan.replayed:
             return self._replayed(plan)
         with self._span(plan):
-            return self._end(plan, fn())
+            try:
+                result = fn()
+            except Exception as exc:
+                self._step_raised(plan, exc)
+                raise
+            return self._end(plan, result)
 
     def effect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
         """Act on the world once per key: `fn(fx)` must send `fx.key` and `fx.fence`.
@@ -166,7 +172,11 @@ class JobContext:
         if plan.replayed:
             return self._replayed(plan)
         with self._span(plan):
-            result = await _call(fn)
+            try:
+                result = await _call(fn)
+            except Exception as exc:
+                await asyncio.to_thread(self._step_raised, plan, exc)
+                raise
             return await asyncio.to_thread(self._end, plan, result)
 
     async def aeffect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
@@ -413,6 +423,17 @@ class JobContext:
             raise OwnershipUnknown(
                 f"job {self.job_id}: effect {name!r} refused: the lease is not confirmed for "
                 f"another {job_class.margin:g}s (heartbeat + jitter)"
+            )
+
+    def _step_raised(self, plan: _Plan, exc: Exception) -> None:
+        """The step's function raised: a failed step, not one in doubt (only a worker that
+        died or lost its lease inside a step leaves it in doubt). If that cannot be written,
+        the step stays `started` and the next attempt counts it in doubt: the safe side."""
+        try:
+            self._ledger.stage_raised(self._run.lease, plan.position, type(exc).__name__)
+        except TenureError as unwritten:
+            self._run.log(
+                logging.WARNING, "step_failure_unwritten", error_type=type(unwritten).__name__
             )
 
     def _write(self, write: Callable[[], Any]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sysconfig
 import threading
 import time
 import traceback
@@ -78,8 +79,16 @@ class JobRun:
         )
 
     def log_frames(self, exc: BaseException) -> None:
-        """Where a handler's exception came from, at DEBUG: file, line and function of each
-        frame (code locations, not the exception's message or locals)."""
+        """Where a handler's exception came from: at WARNING the innermost frame of the user's
+        own code (module, function, line), at DEBUG every frame. Code locations only, never the
+        exception's message or locals."""
+        self.log(
+            logging.WARNING,
+            "handler_raised",
+            error_type=type(exc).__name__,
+            at=raised_at(exc),
+            attempt=self.lease.attempt,
+        )
         frames = traceback.extract_tb(exc.__traceback__)
         where = " < ".join(f"{f.filename}:{f.lineno}:{f.name}" for f in reversed(frames))
         self.log(logging.DEBUG, "handler_traceback", error_type=type(exc).__name__, frames=where)
@@ -189,3 +198,31 @@ def _call_quietly(callback: Callable[[], None], run: JobRun) -> None:
         callback()
     except Exception as exc:  # a failing cancel hook must not stop the others
         run.log(logging.WARNING, "on_cancel_failed", error_type=type(exc).__name__)
+
+
+_LIBRARY_PATHS = tuple(
+    {sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def raised_at(exc: BaseException) -> str:
+    """`module:function:line` of the innermost frame outside tenure, the standard library and
+    installed packages (the user's handler code); the innermost frame if there is none."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        code = frame.tb_frame.f_code
+        module = str(frame.tb_frame.f_globals.get("__name__", "?"))
+        if module == "tenure" or module.startswith("tenure."):
+            continue
+        if code.co_filename.startswith(_LIBRARY_PATHS):
+            continue
+        return f"{module}:{code.co_name}:{frame.tb_lineno}"
+    if not frames:
+        return "?"
+    last = frames[-1]
+    name = last.tb_frame.f_globals.get("__name__", "?")
+    return f"{name}:{last.tb_frame.f_code.co_name}:{last.tb_lineno}"

@@ -3,6 +3,10 @@ prometheus_client)."""
 
 from __future__ import annotations
 
+from tenure.extras import needs
+
+needs("service", "fastapi", "uvicorn", "prometheus_client", what="tenure serve")
+
 from tenure.service.app import create_app
 from tenure.service.settings import ServiceSettings
 

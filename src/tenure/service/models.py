@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tenure.types import JobState
-from tenure.validation import INT32_MAX, INT32_MIN, MAX_NAME_LENGTH
+from tenure.validation import (
+    INT32_MAX,
+    INT32_MIN,
+    MAX_NAME_LENGTH,
+    MAX_READABLE_DEPTH,
+    json_depth_exceeds,
+)
 
-Name = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+
+def _readable(value: Any) -> Any:
+    """A stored JSON value, or in its place a note when it nests too deep to be served (older
+    versions accepted such values): one job must not break a listing."""
+    if json_depth_exceeds(value, MAX_READABLE_DEPTH):
+        return {"tenure_unreadable": f"nested more than {MAX_READABLE_DEPTH} levels deep"}
+    return value
+
+
+StoredJson = Annotated[Any, AfterValidator(_readable)]
 
 
 class SubmitRequest(BaseModel):
     """A job to run. `tenant` is for the admin key only; a tenant key submits to its own."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: "3" or true is not a number of attempts; JSON's own types only.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     payload: Any = Field(
@@ -57,12 +73,12 @@ class JobOut(BaseModel):
     attempt: int
     max_attempts: int
     idempotency_key: str | None
-    payload: Any
+    payload: StoredJson
     payload_sha256: str
     step: int
-    checkpoint: Any
-    result: Any
-    error: Any
+    checkpoint: StoredJson
+    result: StoredJson
+    error: StoredJson
     run_after: datetime
     priority: int
     created_at: datetime
@@ -104,7 +120,7 @@ class EventOut(BaseModel):
     at: datetime
     token: int | None
     owner_id: str | None
-    detail: dict[str, Any]
+    detail: Annotated[dict[str, Any], AfterValidator(_readable)]
 
 
 class EventList(BaseModel):
@@ -123,7 +139,7 @@ class StageOut(BaseModel):
     kind: str
     status: str
     token: int
-    result: Any
+    result: StoredJson
 
 
 class StageList(BaseModel):

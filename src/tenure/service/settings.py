@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
+from tenure import keys
 from tenure.errors import InvalidArgument
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_MAX_WAIT_SECONDS = 30.0
-ADMIN_KEY_ENV = "TENURE_ADMIN_KEY_SHA256"
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
@@ -42,4 +41,4 @@ class ServiceSettings:
     @classmethod
     def admin_digest_from_env(cls) -> str | None:
         """The admin key digest from $TENURE_ADMIN_KEY_SHA256, if set."""
-        return os.environ.get(ADMIN_KEY_ENV) or None
+        return keys.admin_digest_from_env()

@@ -312,6 +312,11 @@ class Store(Protocol):
         """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
         ...
 
+    def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
+        """A step's function raised: forget its `started` record (it is not in doubt) and
+        write `step_failed`, if the lease still holds."""
+        ...
+
     def stage_done(
         self,
         lease: Lease,

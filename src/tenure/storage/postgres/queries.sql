@@ -504,6 +504,31 @@ logged AS (
 )
 SELECT id::text AS id FROM owned;
 
+-- name: stage_raised
+-- guard: lease
+-- A step whose function raised: its `started` record goes (the next attempt runs it afresh,
+-- not in doubt: nothing was left half done by a dead worker) and `step_failed` says why.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+owned AS (
+    UPDATE tenure_jobs j
+    SET updated_at = clock.now
+    FROM clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    RETURNING j.id, clock.now AS at
+),
+forgotten AS (
+    DELETE FROM tenure_stages s USING owned
+    WHERE s.job_id = owned.id AND s.position = %(position)s AND s.status = 'started'
+      AND s.kind = 'step'
+    RETURNING s.job_id
+),
+logged AS (
+    INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
+    SELECT id, 'step_failed', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM owned
+)
+SELECT id::text AS id FROM owned;
+
 -- name: stage_done
 -- guard: lease
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),

@@ -413,6 +413,10 @@ class PostgresStore(SqlStore):
             )
         )
 
+    def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
+        """One statement: check the lease, drop the step's started record, write the event."""
+        return bool(self._guarded("stage_raised", lease, position=position, detail=detail_json))
+
     def stage_done(
         self,
         lease: Lease,

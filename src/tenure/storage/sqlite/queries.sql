@@ -263,6 +263,18 @@ ON CONFLICT (job_id, name) DO UPDATE
 SET status = 'started', token = excluded.token, started_at = excluded.started_at,
     result = NULL, finished_at = NULL;
 
+-- name: stage_raised
+-- guard: lease
+UPDATE tenure_jobs
+SET updated_at = :now
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+RETURNING id;
+
+-- name: stage_raised__stage
+DELETE FROM tenure_stages
+WHERE job_id = :job_id AND position = :position AND status = 'started' AND kind = 'step';
+
 -- name: stage_done
 -- guard: lease
 UPDATE tenure_jobs

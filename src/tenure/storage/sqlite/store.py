@@ -505,6 +505,16 @@ class SqliteStore(SqlStore):
             tx.event(lease.job_id, event, lease.token, lease.owner_id, detail_json)
             return True
 
+    def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
+        """One transaction: check the lease, drop the step's started record, write the event."""
+        with self._transaction() as tx:
+            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+            if tx.one("stage_raised", held) is None:
+                return False
+            tx.rows("stage_raised__stage", {"job_id": lease.job_id, "position": position})
+            tx.event(lease.job_id, "step_failed", lease.token, lease.owner_id, detail_json)
+            return True
+
     def stage_done(
         self,
         lease: Lease,

@@ -1,0 +1,296 @@
+"""Defects found trying tenure as a new user and as an attacker would (issue 30): each test
+pins the fix at its cause and failed before it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import tenure
+from tenure import keys
+from tenure.service import ServiceSettings
+from tests.support.cli import tenure_cli
+from tests.support.databases import execute_sql
+from tests.support.service import LiveServer
+from tests.support.timing import SHORT
+
+
+@pytest.fixture
+def http(ledger: tenure.Ledger) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """A tenant's client and the admin's, on a live `tenure serve` application."""
+    admin = keys.new_admin_key()
+    with LiveServer(ledger, ServiceSettings(admin_key_sha256=admin.key_sha256)) as server:
+        tenant = server.client(ledger.create_tenant("acme"))
+        operator = server.client(admin.key)
+        yield tenant, operator
+        tenant.close()
+        operator.close()
+
+
+def nested(depth: int) -> Any:
+    """`depth` objects, each inside the one before."""
+    value: Any = 1
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+def raw_post(client: httpx.Client, path: str, body: bytes) -> httpx.Response:
+    return client.post(path, content=body, headers={"content-type": "application/json"})
+
+
+# -- 8, 9, 10: what a JSON value may hold -----------------------------------------------------
+
+
+def test_nesting_is_bounded_at_every_door(
+    ledger: tenure.Ledger, http: tuple[httpx.Client, httpx.Client]
+) -> None:
+    """64 levels pass; 65 (and 995, which used to raise RecursionError) are refused with a
+    clear error by the library and a 422 over HTTP; nothing is written."""
+    tenant, _ = http
+    assert ledger.get(ledger.submit("k", nested(64))).payload == nested(64)
+    for depth in (65, 995, 5000):
+        with pytest.raises(tenure.InvalidArgument, match="nested more than 64"):
+            ledger.submit("k", nested(depth))
+    answer = tenant.post("/v1/jobs", json={"kind": "k", "payload": nested(300)})
+    assert answer.status_code == 422
+    assert "nested more than 64" in answer.json()["error"]["message"]
+    assert len(ledger.list()) == 1
+
+
+def test_a_value_stored_too_deep_does_not_break_reads(
+    db_url: str, ledger: tenure.Ledger, http: tuple[httpx.Client, httpx.Client]
+) -> None:
+    """A job whose payload older versions stored 300 levels deep: its page and the admin's
+    listing answer 200, with a note in place of the value, not a 500."""
+    tenant, operator = http
+    job_id = ledger.submit("k", {}, tenant="acme")
+    deep = json.dumps(nested(300))
+    cast = "" if db_url.startswith("sqlite") else "::jsonb"
+    execute_sql(db_url, f"UPDATE tenure_jobs SET payload = '{deep}'{cast}")
+    page = tenant.get(f"/v1/jobs/{job_id}")
+    assert page.status_code == 200
+    assert "tenure_unreadable" in page.json()["payload"]
+    listing = operator.get("/v1/jobs")
+    assert listing.status_code == 200
+    assert [job["id"] for job in listing.json()["jobs"]] == [job_id]
+
+
+def test_lone_surrogates_are_refused_at_every_door(
+    ledger: tenure.Ledger, http: tuple[httpx.Client, httpx.Client], db_url: str
+) -> None:
+    """A lone UTF-16 surrogate in a payload, a signal or a name: InvalidArgument from the
+    library, a JSON 422 over HTTP (the connection stays usable), exit 2 from the CLI."""
+    tenant, _ = http
+    for bad in ({"s": "\ud800"}, {"\udfff": 1}):
+        with pytest.raises(tenure.InvalidArgument, match="surrogate"):
+            ledger.submit("k", bad)
+    with pytest.raises(tenure.InvalidArgument, match="surrogate"):
+        ledger.submit("k\ud800", {})
+    answer = raw_post(tenant, "/v1/jobs", b'{"kind": "k", "payload": {"s": "\\ud800"}}')
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid_argument"
+    job_id = ledger.submit("k", {}, tenant="acme")
+    answer = raw_post(tenant, f"/v1/jobs/{job_id}/signals/go", b'{"payload": "\\udc00"}')
+    assert answer.status_code == 422
+    assert tenant.get(f"/v1/jobs/{job_id}").status_code == 200
+    cli = tenure_cli("--db", db_url, "submit", "k", "--payload", '{"s": "\\ud800"}')
+    assert cli.returncode == 2
+    assert "surrogate" in cli.stderr
+    assert "Traceback" not in cli.stderr
+    assert len(ledger.list()) == 1
+
+
+def test_the_six_characters_backslash_u0000_are_text_not_nul(ledger: tenure.Ledger) -> None:
+    """The literal text `\\u0000` is stored as written; a real NUL is still refused."""
+    job_id = ledger.submit("k", {"s": "\\u0000"})
+    assert ledger.get(job_id).payload == {"s": "\\u0000"}
+    with pytest.raises(tenure.InvalidArgument, match="NUL"):
+        ledger.submit("k", {"s": "\x00"})
+    with pytest.raises(tenure.InvalidArgument, match="NUL"):
+        ledger.submit("k", {"\x00": 1})
+
+
+# -- 11, 12: types and filters over HTTP -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field", [{"max_attempts": "3"}, {"max_attempts": True}, {"priority": "5"}, {"priority": 1.5}]
+)
+def test_wrong_json_types_are_refused_not_coerced(
+    ledger: tenure.Ledger, http: tuple[httpx.Client, httpx.Client], field: dict[str, Any]
+) -> None:
+    """A string or a boolean where a number belongs is a 422, and nothing is written."""
+    tenant, _ = http
+    answer = tenant.post("/v1/jobs", json={"kind": "k", "payload": {}, **field})
+    assert answer.status_code == 422
+    assert ledger.list() == []
+
+
+def test_a_nul_in_a_list_filter_is_a_422(http: tuple[httpx.Client, httpx.Client]) -> None:
+    """?kind=%00 and the admin's ?tenant=%00 are refused with a JSON error (a 500 on
+    PostgreSQL before)."""
+    tenant, operator = http
+    for client, query in ((tenant, "kind=%00"), (operator, "tenant=%00")):
+        answer = client.get(f"/v1/jobs?{query}")
+        assert answer.status_code == 422
+        assert "NUL" in answer.json()["error"]["message"]
+
+
+# -- 14: names a terminal would obey ----------------------------------------------------------
+
+
+def test_control_characters_in_names_are_refused_and_shown_escaped(
+    db_url: str, ledger: tenure.Ledger
+) -> None:
+    """A kind with an escape sequence is refused at submit; one already stored is printed by
+    `tenure jobs` and `tenure status` with the escape written out."""
+    with pytest.raises(tenure.InvalidArgument, match="control character"):
+        ledger.submit("k\x1b[2J", {})
+    job_id = ledger.submit("k", {})
+    execute_sql(
+        db_url,
+        "UPDATE tenure_jobs SET kind = 'k' || chr(27) || '[31mRED'".replace(
+            "chr(27)", "char(27)" if db_url.startswith("sqlite") else "chr(27)"
+        ),
+    )
+    for command in (["jobs"], ["status", job_id]):
+        out = tenure_cli("--db", db_url, *command)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout
+        assert "k\\x1b[31mRED" in out.stdout
+
+
+# -- 6: lease calls given something else --------------------------------------------------------
+
+
+def test_lease_calls_name_a_wrong_argument(ledger: tenure.Ledger) -> None:
+    """extend(None), complete("x") and friends raise InvalidArgument naming the lease, not an
+    AttributeError from deep inside."""
+    calls: list[Callable[[], object]] = [
+        lambda: ledger.extend(None),  # type: ignore[arg-type]
+        lambda: ledger.extend_many([None]),  # type: ignore[list-item]
+        lambda: ledger.complete("x", {}),  # type: ignore[arg-type]
+        lambda: ledger.fail(None, {}),  # type: ignore[arg-type]
+        lambda: ledger.save_step(42, 1, {}),  # type: ignore[arg-type]
+        lambda: ledger.release({}),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(tenure.InvalidArgument, match=r"must be a tenure\.Lease"):
+            call()
+
+
+# -- 4, 5: a handler that raises ----------------------------------------------------------------
+
+
+def test_a_raising_handler_says_where_at_warning_without_its_message(
+    make_app: Callable[[], tenure.App], caplog: pytest.LogCaptureFixture
+) -> None:
+    """WARNING `handler_raised` names the module, function and line of the user's code that
+    raised, and never the exception's message."""
+    app = make_app()
+
+    @app.job("typo", max_attempts=1, **SHORT)
+    def typo(ctx: tenure.JobContext, payload: Any) -> None:
+        payload["missing"]["secret value"]
+
+    job_id = app.submit("typo", {"missing": {}})
+    with caplog.at_level(logging.WARNING, logger="tenure"), tenure.Worker(app, concurrency=1):
+        assert app.ledger.wait(job_id, 30).state is tenure.JobState.FAILED
+    raised = [r for r in caplog.records if getattr(r, "tenure_event", None) == "handler_raised"]
+    assert len(raised) == 1
+    fields = raised[0].tenure_fields  # type: ignore[attr-defined]
+    line = typo.__code__.co_firstlineno + 2
+    assert fields["at"] == f"{__name__}:typo:{line}"
+    assert fields["error_type"] == "KeyError"
+    assert "secret value" not in caplog.text
+
+
+def test_a_step_that_raised_is_failed_not_in_doubt(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """The step's function raised on attempt 1: attempt 2 runs it again without a
+    `step_in_doubt`; `step_failed` records the error type."""
+    app = make_app()
+    runs: list[int] = []
+
+    @app.job("flaky", max_attempts=2, **SHORT)
+    def flaky(ctx: tenure.JobContext, payload: Any) -> str:
+        def once() -> str:
+            runs.append(ctx.attempt)
+            if ctx.attempt == 1:
+                raise ConnectionError("the service said no")
+            return "ok"
+
+        return ctx.step("call", once)
+
+    job_id = app.submit("flaky", {})
+    with tenure.Worker(app, concurrency=1):
+        done = app.ledger.wait(job_id, 30)
+    assert (done.state, done.result, runs) == (tenure.JobState.SUCCEEDED, "ok", [1, 2])
+    types = [e.type for e in app.ledger.events(job_id)]
+    assert "step_in_doubt" not in types
+    failed = [e for e in app.ledger.events(job_id) if e.type == "step_failed"]
+    assert [(e.detail["position"], e.detail["error_type"]) for e in failed] == [
+        (0, "ConnectionError")
+    ]
+
+
+# -- 3, 9, 13: the command line ------------------------------------------------------------------
+
+
+def test_version_and_the_demo_help() -> None:
+    """`tenure --version` prints the package's version; `tenure demo --help` says its default
+    database is a temporary one."""
+    from importlib.metadata import version
+
+    out = tenure_cli("--version")
+    assert (out.returncode, out.stdout.strip()) == (0, f"tenure {version('tenure')}")
+    helped = tenure_cli("demo", "--help")
+    assert "temporary" in " ".join(helped.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker", "x:app", "--poll", "0"],
+        ["worker", "x:app", "--poll", "nan"],
+        ["worker", "x:app", "--grace", "-1"],
+        ["worker", "x:app", "--metrics-port", "0"],
+        ["serve", "--port", "70000"],
+        ["mcp", "x:app", "--port", "-1"],
+        ["submit", "k", "--payload", '{"n": ' + "9" * 5000 + "}"],
+    ],
+)
+def test_bad_numbers_are_usage_errors(args: list[str], tmp_path: Path) -> None:
+    """Out-of-range ports, a zero or NaN poll, a negative grace and a 5,000-digit integer are
+    exit 2 with one line, never a traceback (or a worker spinning at --poll 0)."""
+    out = tenure_cli("--db", f"sqlite:///{tmp_path / 'x.db'}", *args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "error" in out.stderr
+
+
+def test_a_closed_pipe_ends_the_demo_without_a_traceback(tmp_path: Path) -> None:
+    """`tenure demo | head -1`: the reader goes away; no BrokenPipeError traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenure.cli", "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(120)
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
