@@ -294,3 +294,42 @@ def test_a_closed_pipe_ends_the_demo_without_a_traceback(tmp_path: Path) -> None
     proc.wait(120)
     assert "Traceback" not in err
     assert "BrokenPipeError" not in err
+
+
+# -- 7: a tool call that no worker takes up -----------------------------------------------------
+
+
+def test_a_tool_call_no_worker_claims_says_so(
+    ledger: tenure.Ledger, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable tool's call whose job nobody claims warns once, naming the kind and the
+    database, instead of waiting in silence."""
+    from tenure.integrations import jobcalls
+
+    monkeypatch.setattr(jobcalls, "UNCLAIMED_WARNING", 0.2)
+    calls = jobcalls.JobCalls(ledger, "ocr", timeout=0.6, tenant=None)
+    job_id = calls.submit({}, "call-1")
+    with caplog.at_level(logging.WARNING, logger="tenure"), pytest.raises(TimeoutError):
+        calls.wait(job_id)
+    said = [r.getMessage() for r in caplog.records if "no worker has claimed" in r.getMessage()]
+    assert len(said) == 1
+    assert "'ocr'" in said[0]
+    assert ledger.store.where in said[0]
+
+
+def test_a_worker_says_which_database_it_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A relative SQLite URL is logged at worker start as the file's absolute path."""
+    monkeypatch.chdir(tmp_path)
+    app = tenure.App("sqlite:///jobs.db")
+
+    @app.job("noop", **SHORT)
+    def noop(ctx: tenure.JobContext, payload: Any) -> None:
+        """Nothing: the worker needs a class to start."""
+
+    with caplog.at_level(logging.INFO, logger="tenure"), tenure.Worker(app, concurrency=1):
+        pass
+    started = [r for r in caplog.records if getattr(r, "tenure_event", None) == "worker_started"]
+    fields = started[0].tenure_fields  # type: ignore[attr-defined]
+    assert fields["database"] == f"SQLite at {tmp_path.resolve() / 'jobs.db'}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Collection
@@ -31,6 +32,11 @@ from tenure.validation import check_name
 # Each wait on a Client is at most this long, so that a cancelled run stops soon.
 _WAIT_SLICE = 5.0
 ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+log = logging.getLogger("tenure.integrations")
+# How long a tool call waits for a worker to take its job up before saying that none has.
+UNCLAIMED_WARNING = 10.0
 
 
 def ended_message(job: Job) -> str:
@@ -120,6 +126,7 @@ class JobCalls:
         # What the calls go to: the ledger, or the client (the same names and meanings).
         self.api: Any = self.ledger if self.ledger is not None else target
         self.tenant = check_name(tenant or "default", "tenant")
+        self._warned = False
 
     def submit(self, payload: JSON, key: str) -> str:
         """The job for this key: made now, or the one a former call of the key made."""
@@ -137,12 +144,14 @@ class JobCalls:
         `TimeoutError` past the timeout (the job goes on)."""
         or_signal = or_signal_besides is not None
         besides = or_signal_besides or ()
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = None if self.timeout is None else started + self.timeout
         pause = FIRST_POLL
         while True:
             remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
             wait = min(pause if or_signal else _WAIT_SLICE, remaining)
             job: Job = self.api.wait(job_id, max(0.0, wait))
+            self._check_claimed(job, started)
             asks = awaited_signal(job)
             if job.terminal or (or_signal and asks is not None and asks not in besides):
                 return job
@@ -154,22 +163,52 @@ class JobCalls:
         """`wait` for asyncio code: a cancelled run stops waiting at once (the job goes on)."""
         if self.ledger is not None:
             ledger = self.ledger
+            started = time.monotonic()
+
+            async def seen(reading: Job) -> None:
+                self._check_claimed(reading, started)
+
             job = await await_end(
-                ledger.ended, job_id, lambda: asyncio.to_thread(ledger.get, job_id), self.timeout
+                ledger.ended,
+                job_id,
+                lambda: asyncio.to_thread(ledger.get, job_id),
+                self.timeout,
+                seen=seen,
             )
             if not job.terminal:
                 raise self._late(job)
             return job
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = None if self.timeout is None else started + self.timeout
         while True:
             remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
             job = await asyncio.to_thread(
                 self.api.wait, job_id, max(0.0, min(_WAIT_SLICE, remaining))
             )
+            self._check_claimed(job, started)
             if job.terminal:
                 return job
             if deadline is not None and time.monotonic() >= deadline:
                 raise self._late(job)
+
+    def _check_claimed(self, job: Job, since: float) -> None:
+        """Once, after UNCLAIMED_WARNING seconds: say that no worker has taken the job up
+        (the usual cause: no `tenure worker` for the kind, or one on another database)."""
+        if self._warned or job.attempt > 0 or job.state is not JobState.QUEUED:
+            return
+        if time.monotonic() - since < UNCLAIMED_WARNING:
+            return
+        self._warned = True
+        where = self.ledger.store.where if self.ledger is not None else "the service's database"
+        log.warning(
+            "job %s of kind %r has waited %.0f s and no worker has claimed it: is a `tenure "
+            "worker` for %r running on %s?",
+            job.id,
+            self.kind,
+            UNCLAIMED_WARNING,
+            self.kind,
+            where,
+        )
 
     def _late(self, job: Job) -> TimeoutError:
         return TimeoutError(

@@ -172,6 +172,7 @@ class Worker:
             logging.INFO,
             "worker_started",
             worker=self.worker_id,
+            database=ledger.store.where,
             concurrency=self.concurrency,
             kinds=",".join(self.kinds),
         )

@@ -197,6 +197,12 @@ class Store(Protocol):
     # (SQLite): a worker sends its results on two connections only where they can overlap.
     parallel_writes: bool
 
+    @property
+    def where(self) -> str:
+        """The database in words for messages (a SQLite file's absolute path; PostgreSQL's
+        hosts and database), never a password."""
+        ...
+
     def migrate(self) -> list[int]:
         """Apply missing migrations under a lock; return the versions applied now."""
         ...

@@ -152,6 +152,11 @@ class PostgresStore(SqlStore):
                 "and does the URL name the right host, user and database?"
             ) from exc
 
+    @property
+    def where(self) -> str:
+        """The database in words for messages (no password)."""
+        return self._where
+
     # -- the dialect seam (see storage.sql) ------------------------------------------------
 
     @contextmanager

@@ -114,6 +114,11 @@ class SqliteStore(SqlStore):
         self.connections_opened = 0
         self._closed = False
 
+    @property
+    def where(self) -> str:
+        """The database in words for messages (no password)."""
+        return f"SQLite at {self._where}"
+
     # -- connections and the dialect seam (see storage.sql) -------------------------------
 
     @contextmanager
