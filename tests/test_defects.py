@@ -333,3 +333,26 @@ def test_a_worker_says_which_database_it_uses(
     started = [r for r in caplog.records if getattr(r, "tenure_event", None) == "worker_started"]
     fields = started[0].tenure_fields  # type: ignore[attr-defined]
     assert fields["database"] == f"SQLite at {tmp_path.resolve() / 'jobs.db'}"
+
+
+# -- 16: /metrics and many kinds ------------------------------------------------------------------
+
+
+def test_metrics_fold_kinds_past_the_cap_into_other(
+    ledger: tenure.Ledger, http: tuple[httpx.Client, httpx.Client]
+) -> None:
+    """120 kinds: /metrics shows at most MAX_KINDS of them by name and the rest as `other`,
+    every job still counted."""
+    import re
+
+    from tenure.service.metrics import MAX_KINDS
+
+    for n in range(120):
+        ledger.submit(f"kind-{n:03d}", {}, tenant="acme")
+    text = http[0].get("/metrics").text
+    jobs = [line for line in text.splitlines() if line.startswith("tenure_jobs{")]
+    kinds = {m.group(1) for line in jobs if (m := re.search(r'kind="([^"]*)"', line))}
+    assert "other" in kinds
+    assert len(kinds) <= MAX_KINDS + 1
+    queued = sum(float(line.rsplit(" ", 1)[1]) for line in jobs if 'state="queued"' in line)
+    assert queued == 120

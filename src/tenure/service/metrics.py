@@ -69,6 +69,10 @@ _EVENT_COUNTERS = [
 ]
 
 
+# Kinds with a series of their own on /metrics (those with the most jobs); the rest: `other`.
+MAX_KINDS = 50
+
+
 class _Series:
     """How a group of jobs (kind, tenant, a job's submitted labels) becomes a series: its
     class's fixed labels added, every key present (empty where a kind has none), and values
@@ -88,6 +92,11 @@ class _Series:
             | {key for labels in declared.values() for key in labels}
         )
         self.kept = label_rules.fold(full, label_rules.MAX_VALUES_PER_KEY)
+        # Kinds are folded too: a database of thousands of kinds must not make /metrics grow
+        # with each (nor list them all to whoever may read it).
+        self.kinds = label_rules.fold(
+            [({"kind": kind}, weight) for kind, _, weight in groups], MAX_KINDS
+        ).get("kind", set())
         self.names = ["kind", "tenant", *self.keys] if by_tenant else ["kind", *self.keys]
 
     def key(self, kind: str, tenant: str | None, submitted: dict[str, str] | None) -> Key:
@@ -95,7 +104,8 @@ class _Series:
             label_rules.merged(self.declared.get(kind), submitted), self.kept
         )
         values = [labels.get(key, "") for key in self.keys]
-        return (kind, tenant or "", *values) if self.by_tenant else (kind, *values)
+        shown = kind if kind in self.kinds else label_rules.OTHER
+        return (shown, tenant or "", *values) if self.by_tenant else (shown, *values)
 
 
 Key = tuple[str, ...]
