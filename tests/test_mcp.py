@@ -266,6 +266,19 @@ def test_tasks_survive_a_restart_take_input_and_a_cancel_fences_the_late_effect(
                 task = await get_task(mcp.session, created.task_id)
             request = task.requests["approval"]
             assert request["method"] == "elicitation/create"
+            # Malformed answers are refused with -32602 and store nothing: a valid one follows.
+            malformed: list[dict[str, Any]] = [
+                {"approval": 5},
+                {"approval": {"action": "maybe"}},
+                {"approval": {"action": "accept", "content": [1]}},
+                {"approval": {"action": "accept", "content": {"s": "\x00"}}},
+                {"approval": {"action": "accept", "content": {"s": "x" * (1024 * 1024 + 1)}}},
+            ]
+            for bad in malformed:
+                with pytest.raises(MCPError) as refused:
+                    await update_task(mcp.session, created.task_id, bad)
+                assert refused.value.code == -32602, bad
+            assert (await get_task(mcp.session, created.task_id)).status == "input_required"
             answer = {"approval": {"action": "accept", "content": {"ok": True}}}
             await update_task(mcp.session, created.task_id, answer)
             await update_task(mcp.session, created.task_id, {"unknown": {"action": "accept"}})

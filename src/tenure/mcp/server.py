@@ -186,10 +186,13 @@ class TenureMcp:
         awaited = awaited_signal(job)
         # Keys that are not outstanding (answered, never asked) are ignored, as the SEP says.
         if awaited is not None and awaited in params.input_responses:
-            payload = signal_payload(params.input_responses[awaited])
-            # Answered already, differently: the first answer stands.
-            with contextlib.suppress(SignalConflict):
-                await _run(self.ledger.signal, job.id, awaited, payload)
+            try:
+                payload = signal_payload(params.input_responses[awaited])
+                # Answered already, differently: the first answer stands.
+                with contextlib.suppress(SignalConflict):
+                    await _run(self.ledger.signal, job.id, awaited, payload)
+            except InvalidArgument as exc:  # a malformed, too large or NUL-holding answer
+                raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
         return {}
 
     async def _tasks_cancel(self, ctx: Context, params: TaskParams) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from tenure.errors import InvalidArgument
 from tenure.ledger.waits import awaited_signal, describe_wait
 from tenure.mcp.tools import job_result
 from tenure.types import JSON, Job, JobState
@@ -75,11 +76,20 @@ def _signal_request(job: Job, signal: str) -> dict[str, Any]:
 
 def signal_payload(response: Any) -> JSON:
     """The signal an input response sends: the form's content when accepted, else
-    {"action": "decline"} or {"action": "cancel"} for the handler to act on."""
+    {"action": "decline"} or {"action": "cancel"} for the handler to act on. A response that
+    is none of these raises `InvalidArgument`: nothing is sent, and a valid answer may follow."""
     if not isinstance(response, dict):
-        return {"action": "invalid"}
+        raise InvalidArgument(
+            f"an input response must be an object with an action, got {type(response).__name__}"
+        )
     action = response.get("action")
     if action == "accept":
-        content: JSON = response.get("content")
+        content = response.get("content", {})
+        if not isinstance(content, dict):
+            raise InvalidArgument("an accepted input response's content must be an object")
         return content
-    return {"action": action if action in ("decline", "cancel") else "invalid"}
+    if action in ("decline", "cancel"):
+        return {"action": action}
+    raise InvalidArgument(
+        f"an input response's action must be accept, decline or cancel, got {action!r}"
+    )
