@@ -191,13 +191,14 @@ bank.charges = 0  # type: ignore[attr-defined]
 @pytest.fixture
 def served(db_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     require = getattr(request, "param", False)
+    exempt = {"exempt_methods": ("GET",), "exempt_paths": ("/healthz",)} if require else {}
     with FenceGuard(db_url) as fence_guard:
         bank.charges = 0  # type: ignore[attr-defined]
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         config = uvicorn.Config(
-            FenceMiddleware(bank, fence_guard, require=require),
+            FenceMiddleware(bank, fence_guard, require=require, **exempt),  # type: ignore[arg-type]
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -250,9 +251,26 @@ def test_middleware_does_not_store_server_errors(served: str) -> None:
 @pytest.mark.parametrize("served", [True], indirect=True)
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_middleware_can_require_fence_headers(served: str) -> None:
-    """With require=True, a request without fence headers gets 428."""
+    """With require=True, a request without fence headers gets 428, except the exempt ones:
+    a GET anywhere and anything under /healthz (not /healthzx)."""
     with httpx.Client(base_url=served) as client:
         missing = client.post("/charge", json={})
         assert missing.status_code == 428
         assert missing.json()["error"] == "fence_required"
         assert client.post("/charge", json={}, headers=fenced(1, "k")).status_code == 201
+        assert client.get("/charge").status_code == 201
+        assert client.post("/healthz", json={}).status_code == 201
+        assert client.post("/healthz/deep", json={}).status_code == 201
+        assert client.post("/healthzx", json={}).status_code == 428
+
+
+def test_idempotency_keys_are_per_scope(db_url: str) -> None:
+    """Scope B sending scope A's key runs its own command and gets its own result, never A's;
+    a lookup by scope tells them apart."""
+    with FenceGuard(db_url) as guard:
+        assert guard.apply("job-a", 1, "tool-key", lambda: {"for": "a"}) == {"for": "a"}
+        assert guard.apply("job-b", 1, "tool-key", lambda: {"for": "b"}) == {"for": "b"}
+        assert guard.apply("job-a", 1, "tool-key", lambda: {"for": "again"}) == {"for": "a"}
+        assert guard.lookup("tool-key", "job-a").result == {"for": "a"}
+        assert guard.lookup("tool-key", "job-b").result == {"for": "b"}
+        assert guard.lookup("tool-key", "job-c").state == "never_ran"

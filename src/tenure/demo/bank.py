@@ -51,7 +51,7 @@ class Bank:
             return payment
 
         def reconcile() -> Any:
-            earlier = self.guard.lookup(body["original_key"])
+            earlier = self.guard.lookup(body["original_key"], scope)
             return earlier.result if earlier.ran else pay()
 
         try:

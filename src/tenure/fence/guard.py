@@ -129,10 +129,10 @@ class FenceGuard:
             try:
                 result = fn()
             except BaseException:
-                self.store.fence_forget(key, fence)
+                self.store.fence_forget(scope, key, fence)
                 raise
             span.outcome("applied")
-            return self._store(key, fence, result), False
+            return self._store(scope, key, fence, result), False
 
     async def aapply(
         self,
@@ -158,15 +158,17 @@ class FenceGuard:
             try:
                 result = await fn()
             except BaseException:
-                await asyncio.to_thread(self.store.fence_forget, key, fence)
+                await asyncio.to_thread(self.store.fence_forget, scope, key, fence)
                 raise
             span.outcome("applied")
-            return await asyncio.to_thread(self._store, key, fence, result), False
+            return await asyncio.to_thread(self._store, scope, key, fence, result), False
 
-    def lookup(self, key: str) -> Recorded:
-        """Did the command with `key` happen? `Recorded.ran` and its result (see `Recorded`):
-        the question a worker whose effect is in doubt asks before sending it again."""
-        record = self.store.fence_lookup(check_name(key, "idempotency key"))
+    def lookup(self, key: str, scope: str | None = None) -> Recorded:
+        """Did the command with `key` happen (in `scope`; keys are per scope)? `Recorded.ran`
+        and its result (see `Recorded`): the question a worker whose effect is in doubt asks
+        before sending it again. Without `scope`, the newest record of the key in any scope."""
+        checked = None if scope is None else check_name(scope, "fence scope")
+        record = self.store.fence_lookup(check_name(key, "idempotency key"), checked)
         if record is None:
             return Recorded("never_ran")
         if record.status != "done":
@@ -182,7 +184,7 @@ class FenceGuard:
         """One transaction: read the scope's highest fence and the key, decide, record."""
         with self.store.fence_transaction() as tx:
             highest = tx.highest(scope)
-            record = tx.get(key)
+            record = tx.get(scope, key)
             if record is not None and record.status == "done":
                 tx.raise_highest(scope, fence)
                 return Decision("replay", record.result, highest)
@@ -212,13 +214,13 @@ class FenceGuard:
         span.outcome("replayed")
         return decision.result, True
 
-    def _store(self, key: str, fence: int, result: Any) -> JSON:
+    def _store(self, scope: str, key: str, fence: int, result: Any) -> JSON:
         try:
             encoded = encode_json(result, "fenced result", self.max_result_bytes)
         except InvalidArgument:
-            self.store.fence_forget(key, fence)
+            self.store.fence_forget(scope, key, fence)
             raise
-        self.store.fence_finish(key, fence, encoded.text)
+        self.store.fence_finish(scope, key, fence, encoded.text)
         return json.loads(encoded.text)
 
 

@@ -35,12 +35,33 @@ class FenceMiddleware:
     A stale fence gets 409 with a JSON reason; a repeated key gets the stored status and body
     (with `X-Fence-Replayed: true`); requests without the headers pass through, or get 428 when
     `require=True`. A 5xx answer from the app is passed on and not stored, so a retry runs again.
+
+    `exempt_methods` and `exempt_paths` name what `require=True` leaves alone: HTTP methods
+    (reads, say `("GET", "HEAD")`) and path prefixes (say `("/healthz", "/docs")`); none by
+    default. A request on an exempt path that does carry the headers is still fenced.
     """
 
-    def __init__(self, app: ASGIApp, guard: FenceGuard, *, require: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        guard: FenceGuard,
+        *,
+        require: bool = False,
+        exempt_methods: tuple[str, ...] = (),
+        exempt_paths: tuple[str, ...] = (),
+    ) -> None:
         self.app = app
         self.guard = guard
         self.require = require
+        self.exempt_methods = frozenset(method.upper() for method in exempt_methods)
+        self.exempt_paths = tuple(exempt_paths)
+
+    def _exempt(self, scope: Scope) -> bool:
+        path = str(scope.get("path", ""))
+        return str(scope.get("method", "")).upper() in self.exempt_methods or any(
+            path == prefix or path.startswith(prefix.rstrip("/") + "/")
+            for prefix in self.exempt_paths
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,7 +74,7 @@ class FenceMiddleware:
             return
         if command is not None:
             await self._guarded(command, scope, receive, send)
-        elif self.require:
+        elif self.require and not self._exempt(scope):
             await _json(
                 send,
                 428,

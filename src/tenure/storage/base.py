@@ -177,8 +177,8 @@ class FenceTx(Protocol):
         """Lock the scope (creating it at 0) and return its highest accepted fence."""
         ...
 
-    def get(self, key: str) -> FenceRecord | None:
-        """The record of `key`, locked."""
+    def get(self, scope: str, key: str) -> FenceRecord | None:
+        """The record of `key` in `scope`, locked."""
         ...
 
     def begin(self, key: str, scope: str, fence: int) -> None:
@@ -451,16 +451,16 @@ class Store(Protocol):
         """One transaction for a fence decision (check and record together)."""
         ...
 
-    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+    def fence_finish(self, scope: str, key: str, fence: int, result_json: str) -> bool:
         """Store the result of a running key; False if it is no longer ours."""
         ...
 
-    def fence_forget(self, key: str, fence: int) -> None:
+    def fence_forget(self, scope: str, key: str, fence: int) -> None:
         """Drop a running key whose function failed: nothing is stored."""
         ...
 
-    def fence_lookup(self, key: str) -> FenceRecord | None:
-        """The record of `key`, without locking."""
+    def fence_lookup(self, key: str, scope: str | None) -> FenceRecord | None:
+        """The record of `key` in `scope` (None: the newest in any scope), without locking."""
         ...
 
     def close(self) -> None:

@@ -380,18 +380,18 @@ class SqlStore(Store, ABC):
         with self._transaction() as tx:
             yield SqlFenceTx(tx, self.decode)
 
-    def fence_finish(self, key: str, fence: int, result_json: str) -> bool:
+    def fence_finish(self, scope: str, key: str, fence: int, result_json: str) -> bool:
         """Store the result of a running key; False if it is no longer ours."""
-        params = {"key": key, "fence": fence, "result": result_json}
+        params = {"scope": scope, "key": key, "fence": fence, "result": result_json}
         return bool(self._write_rows("fence_finish", params))
 
-    def fence_forget(self, key: str, fence: int) -> None:
+    def fence_forget(self, scope: str, key: str, fence: int) -> None:
         """Drop a running key whose function failed."""
-        self._write_rows("fence_forget", {"key": key, "fence": fence})
+        self._write_rows("fence_forget", {"scope": scope, "key": key, "fence": fence})
 
-    def fence_lookup(self, key: str) -> FenceRecord | None:
-        """The record of `key`, without locking."""
-        rows = self._read_rows("fence_lookup", {"key": key})
+    def fence_lookup(self, key: str, scope: str | None) -> FenceRecord | None:
+        """The record of `key` in `scope` (None: the newest in any scope), without locking."""
+        rows = self._read_rows("fence_lookup", {"key": key, "scope": scope})
         return fence_record_from_row(rows[0], self.decode) if rows else None
 
 
@@ -407,9 +407,9 @@ class SqlFenceTx:
         self._tx.rows("fence_highest__lock", {"scope": scope})
         return int(self._tx.rows("fence_highest", {"scope": scope})[0]["highest"])
 
-    def get(self, key: str) -> FenceRecord | None:
-        """The record of `key`, locked."""
-        rows = self._tx.rows("fence_get", {"key": key})
+    def get(self, scope: str, key: str) -> FenceRecord | None:
+        """The record of `key` in `scope`, locked."""
+        rows = self._tx.rows("fence_get", {"scope": scope, "key": key})
         return fence_record_from_row(rows[0], self._decode) if rows else None
 
     def begin(self, key: str, scope: str, fence: int) -> None:

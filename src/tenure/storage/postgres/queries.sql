@@ -578,14 +578,14 @@ SELECT highest FROM tenure_fence_scopes WHERE scope = %(scope)s FOR UPDATE;
 -- name: fence_get
 SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
 FROM tenure_fence_results
-WHERE key = %(key)s
+WHERE scope = %(scope)s AND key = %(key)s
 FOR UPDATE;
 
 -- name: fence_begin
 INSERT INTO tenure_fence_results (key, scope, fence, status, started_at)
 VALUES (%(key)s, %(scope)s, %(fence)s, 'running', clock_timestamp())
-ON CONFLICT (key) DO UPDATE
-SET scope = EXCLUDED.scope, fence = EXCLUDED.fence, status = 'running', result = NULL,
+ON CONFLICT (scope, key) DO UPDATE
+SET fence = EXCLUDED.fence, status = 'running', result = NULL,
     started_at = EXCLUDED.started_at, finished_at = NULL;
 
 -- name: fence_raise_highest
@@ -596,17 +596,19 @@ WHERE scope = %(scope)s;
 -- name: fence_finish
 UPDATE tenure_fence_results
 SET status = 'done', result = %(result)s::jsonb, finished_at = clock_timestamp()
-WHERE key = %(key)s AND status = 'running' AND fence = %(fence)s
+WHERE scope = %(scope)s AND key = %(key)s AND status = 'running' AND fence = %(fence)s
 RETURNING key;
 
 -- name: fence_forget
 DELETE FROM tenure_fence_results
-WHERE key = %(key)s AND status = 'running' AND fence = %(fence)s;
+WHERE scope = %(scope)s AND key = %(key)s AND status = 'running' AND fence = %(fence)s;
 
 -- name: fence_lookup
 SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
 FROM tenure_fence_results
-WHERE key = %(key)s;
+WHERE key = %(key)s AND (%(scope)s::text IS NULL OR scope = %(scope)s::text)
+ORDER BY started_at DESC
+LIMIT 1;
 
 -- name: count_by_state
 SELECT state, count(*) AS n

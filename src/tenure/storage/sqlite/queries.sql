@@ -307,13 +307,13 @@ SELECT highest FROM tenure_fence_scopes WHERE scope = :scope;
 -- name: fence_get
 SELECT status, fence, result, :now - started_at AS age
 FROM tenure_fence_results
-WHERE key = :key;
+WHERE scope = :scope AND key = :key;
 
 -- name: fence_begin
 INSERT INTO tenure_fence_results (key, scope, fence, status, started_at)
 VALUES (:key, :scope, :fence, 'running', :now)
-ON CONFLICT (key) DO UPDATE
-SET scope = excluded.scope, fence = excluded.fence, status = 'running', result = NULL,
+ON CONFLICT (scope, key) DO UPDATE
+SET fence = excluded.fence, status = 'running', result = NULL,
     started_at = excluded.started_at, finished_at = NULL;
 
 -- name: fence_raise_highest
@@ -324,17 +324,19 @@ WHERE scope = :scope;
 -- name: fence_finish
 UPDATE tenure_fence_results
 SET status = 'done', result = :result, finished_at = :now
-WHERE key = :key AND status = 'running' AND fence = :fence
+WHERE scope = :scope AND key = :key AND status = 'running' AND fence = :fence
 RETURNING key;
 
 -- name: fence_forget
 DELETE FROM tenure_fence_results
-WHERE key = :key AND status = 'running' AND fence = :fence;
+WHERE scope = :scope AND key = :key AND status = 'running' AND fence = :fence;
 
 -- name: fence_lookup
 SELECT status, fence, result, (julianday('now') - 2440587.5) * 86400.0 - started_at AS age
 FROM tenure_fence_results
-WHERE key = :key;
+WHERE key = :key AND (:scope IS NULL OR scope = :scope)
+ORDER BY started_at DESC
+LIMIT 1;
 
 -- name: count_by_state
 SELECT state, count(*) AS n
