@@ -356,3 +356,20 @@ def test_metrics_fold_kinds_past_the_cap_into_other(
     assert len(kinds) <= MAX_KINDS + 1
     queued = sum(float(line.rsplit(" ", 1)[1]) for line in jobs if 'state="queued"' in line)
     assert queued == 120
+
+
+# -- 23: the same value reads the same on both backends -----------------------------------------
+
+
+def test_json_reads_with_the_same_key_order_on_both_backends(ledger: tenure.Ledger) -> None:
+    """PostgreSQL's jsonb orders keys shortest first; tenure reads them sorted on both
+    backends, nested objects included, payloads and results alike."""
+    value = {"b": 1, "aa": {"z": 1, "yy": 2}, "ccc": [{"q": 1, "pp": 2}]}
+    job_id = ledger.submit("k", value)
+    lease = ledger.claim("w", kinds=["k"], lease_seconds=30)
+    assert lease is not None
+    assert list(lease.payload) == ["aa", "b", "ccc"]
+    ledger.complete(lease, value)
+    job = ledger.get(job_id)
+    for read in (job.payload, job.result):
+        assert json.dumps(read) == json.dumps(value, sort_keys=True)

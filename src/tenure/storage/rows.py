@@ -48,7 +48,13 @@ def json_text(value: Any) -> Any:
 
 
 def json_value(value: Any) -> Any:
-    """A JSON column the driver already decoded (PostgreSQL jsonb)."""
+    """A JSON column the driver already decoded (PostgreSQL jsonb), with its objects' keys in
+    sorted order: jsonb keeps them shortest first, and SQLite's canonical text has them
+    sorted, so that a value reads the same, key order included, on both."""
+    if isinstance(value, dict):
+        return {key: json_value(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [json_value(item) for item in value]
     return value
 
 
