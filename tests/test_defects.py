@@ -373,3 +373,105 @@ def test_json_reads_with_the_same_key_order_on_both_backends(ledger: tenure.Ledg
     job = ledger.get(job_id)
     for read in (job.payload, job.result):
         assert json.dumps(read) == json.dumps(value, sort_keys=True)
+
+
+# -- 17, 18, 19, 20: parents, children, purges ---------------------------------------------------
+
+
+def _child(ledger: tenure.Ledger, parent: str, name: str) -> str:
+    job_id, _ = ledger.submit_or_find(name, {}, parent_id=parent)
+    return job_id
+
+
+def test_a_purge_keeps_the_child_of_a_parent_that_has_not_ended(ledger: tenure.Ledger) -> None:
+    """A finished child of a waiting parent survives a purge; once the parent has ended, both
+    go."""
+    parent = ledger.submit("parent", {})
+    child = _child(ledger, parent, "child")
+    lease = ledger.claim("w", kinds=["child"], lease_seconds=30)
+    assert lease is not None and lease.job_id == child
+    ledger.complete(lease, {"ok": True})
+    assert ledger.purge(older_than=0.0, keep_keys=0.0).jobs == 0
+    assert ledger.get(child).state is tenure.JobState.SUCCEEDED
+    ledger.cancel(parent)
+    assert ledger.purge(older_than=0.0, keep_keys=0.0).jobs == 2
+
+
+def test_a_parent_that_fails_cancels_its_unfinished_children(ledger: tenure.Ledger) -> None:
+    """The parent ends failed (say, one child failed): its other children are cancelled with
+    their tokens bumped, as a cancel of the parent does; a finished one stays as it is."""
+    parent = ledger.submit("parent", {}, max_attempts=1)
+    lease = ledger.claim("w", kinds=["parent"], lease_seconds=30)
+    assert lease is not None
+    done = _child(ledger, parent, "child")
+    running = _child(ledger, parent, "child")
+    queued = _child(ledger, parent, "child")
+    first = ledger.claim("c", kinds=["child"], lease_seconds=30)
+    assert first is not None and first.job_id == done
+    ledger.complete(first, {})
+    second = ledger.claim("c", kinds=["child"], lease_seconds=30)
+    assert second is not None and second.job_id == running
+    state = ledger.fail(lease, {"code": "child_failed"}, retryable=False)
+    assert state is tenure.JobState.FAILED
+    states = {job_id: ledger.get(job_id).state for job_id in (done, running, queued)}
+    assert states == {
+        done: tenure.JobState.SUCCEEDED,
+        running: tenure.JobState.CANCELLED,
+        queued: tenure.JobState.CANCELLED,
+    }
+    with pytest.raises(tenure.LeaseLost):
+        ledger.complete(second, {})
+
+
+def test_requeue_brings_a_parents_cancelled_children_back(ledger: tenure.Ledger) -> None:
+    """Requeueing a cancelled parent requeues the children its cancel took with it (and
+    theirs), so that it does not fail again at once on them."""
+    parent = ledger.submit("parent", {})
+    child = _child(ledger, parent, "child")
+    grandchild = _child(ledger, child, "grandchild")
+    ledger.cancel(parent)
+    assert ledger.get(grandchild).state is tenure.JobState.CANCELLED
+    ledger.requeue(parent)
+    for job_id in (parent, child, grandchild):
+        assert ledger.get(job_id).state is tenure.JobState.QUEUED
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_an_event_written_while_a_purge_deletes_its_job_leaves_no_orphan(
+    db_url: str, ledger: tenure.Ledger
+) -> None:
+    """A stale writer's `result_rejected` racing a purge: the event waits for the purge's lock
+    and finds no job, instead of outliving it (events have no foreign key)."""
+    import threading
+
+    import psycopg
+
+    job_id = ledger.submit("k", {})
+    lease = ledger.claim("w", kinds=["k"], lease_seconds=30)
+    assert lease is not None
+    ledger.cancel(job_id)
+    with psycopg.connect(db_url) as purger:
+        purger.execute("SELECT id FROM tenure_jobs WHERE id = %s FOR UPDATE", (job_id,))
+        purger.execute("DELETE FROM tenure_events WHERE job_id = %s", (job_id,))
+        purger.execute("DELETE FROM tenure_jobs WHERE id = %s", (job_id,))
+        rejected: list[BaseException] = []
+
+        def stale_complete() -> None:
+            try:
+                ledger.complete(lease, {"late": True})
+            except BaseException as exc:
+                rejected.append(exc)
+
+        writer = threading.Thread(target=stale_complete)
+        writer.start()
+        writer.join(1.0)
+        assert writer.is_alive(), "the event did not wait for the purge's lock"
+        purger.commit()
+    writer.join(10)
+    # The job is gone: the stale write is refused as for any unknown job.
+    assert [type(exc) for exc in rejected] == [tenure.JobNotFound]
+    with psycopg.connect(db_url) as check:
+        row = check.execute(
+            "SELECT count(*) FROM tenure_events WHERE job_id = %s", (job_id,)
+        ).fetchone()
+    assert row == (0,)

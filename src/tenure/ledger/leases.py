@@ -312,7 +312,16 @@ class Leases(Limits):
         )
         if state is None:
             self._lost(lease, "fail")
+        if state is JobState.FAILED:
+            self._cancel_children(lease.job_id)
         return state
+
+    def _cancel_children(self, job_id: str) -> None:
+        """A parent that ended failed leaves no child working for it: each unfinished child
+        (and its descendants) is cancelled, tokens bumped, as a cancel of the parent would."""
+        for child in self.store.children(job_id):
+            if not child.terminal and self.store.cancel(child.id):
+                emit(log, logging.INFO, "job_cancelled", job=child.id, by_parent=job_id)
 
     def release(self, lease: Lease) -> None:
         """Give the job back at once, without spending the attempt (graceful shutdown)."""

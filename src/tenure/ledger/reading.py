@@ -4,6 +4,7 @@ transitions (cancel, requeue)."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import threading
 import time
@@ -40,10 +41,16 @@ class Reading(LedgerCore):
         raise TerminalJob(f"job {job_id} is already {job.state.value}; nothing to cancel")
 
     def requeue(self, job_id: str) -> None:
-        """Make a failed or cancelled job claimable again from its saved step (attempt reset)."""
+        """Make a failed or cancelled job claimable again from its saved step (attempt reset),
+        with its failed or cancelled children (and theirs): a parent that waits for them would
+        otherwise fail again at once."""
         job_id = check_job_id(job_id)
         if self.store.requeue(job_id):
             emit(log, logging.INFO, "job_requeued", job=job_id)
+            for child in self.store.children(job_id):
+                if child.state in (JobState.FAILED, JobState.CANCELLED):
+                    with contextlib.suppress(InvalidTransition):  # requeued meanwhile
+                        self.requeue(child.id)
             return
         job = self.get(job_id)
         raise InvalidTransition(

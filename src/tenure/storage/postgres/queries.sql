@@ -425,12 +425,16 @@ SELECT id::text AS id FROM requeued
 CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), requeued.kind)) AS woken;
 
 -- name: record_event
+-- The job's row is share-locked: a purge deleting it (FOR UPDATE) either waits for this event
+-- and deletes it too, or this statement waits for the purge and finds no job (no orphans,
+-- now that events have no foreign key).
 INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
 SELECT j.id, %(type)s, clock_timestamp(), %(token)s, %(owner_id)s,
        %(detail)s::jsonb
        || jsonb_build_object('current_token', j.fencing_token, 'state', j.state)
 FROM tenure_jobs j
 WHERE j.id = %(job_id)s::uuid
+FOR KEY SHARE OF j
 RETURNING seq;
 
 -- name: get
@@ -727,7 +731,10 @@ SELECT count(*) FILTER (WHERE j.idempotency_key IS NULL
            AS kept_for_keys
 FROM tenure_jobs j, clock
 WHERE j.state IN ('succeeded', 'failed', 'cancelled')
-  AND j.updated_at < clock.now - make_interval(secs => %(older_than)s);
+  AND j.updated_at < clock.now - make_interval(secs => %(older_than)s)
+  -- A child whose parent has not ended is kept: the parent may still read it.
+  AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
+                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')));
 
 -- name: purge_batch
 -- One bounded step of a purge: the next `scan` jobs in submission order; of those, the
@@ -745,6 +752,9 @@ doomed AS (
       AND j.updated_at < clock.now - make_interval(secs => %(older_than)s)
       AND (j.idempotency_key IS NULL
            OR j.updated_at < clock.now - make_interval(secs => %(keep_keys)s))
+      -- A child whose parent has not ended is kept: the parent may still wait for it.
+      AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
+                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
     FOR UPDATE OF j SKIP LOCKED
 ),
 events AS (DELETE FROM tenure_events e USING doomed WHERE e.job_id = doomed.id RETURNING 1),

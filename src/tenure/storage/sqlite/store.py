@@ -557,7 +557,11 @@ class SqliteStore(SqlStore):
         with self._transaction() as tx:
             rows = tx.rows("purge_batch__scan", {"after": after, "scan": scan})
             cutoff, key_cutoff = tx.now - older_than, tx.now - keep_keys
-            old = [r for r in rows if r["state"] in terminal and r["updated_at"] < cutoff]
+            old = [
+                r
+                for r in rows
+                if r["state"] in terminal and r["updated_at"] < cutoff and not r["parent_open"]
+            ]
             doomed = [
                 r["id"] for r in old if r["idempotency_key"] is None or r["updated_at"] < key_cutoff
             ]
