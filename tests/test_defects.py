@@ -475,3 +475,86 @@ def test_an_event_written_while_a_purge_deletes_its_job_leaves_no_orphan(
             "SELECT count(*) FROM tenure_events WHERE job_id = %s", (job_id,)
         ).fetchone()
     assert row == (0,)
+
+
+# -- 22: a SQLite disk that fills up -----------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Path]:
+    """A 3 MiB tmpfs (root only): a disk that fills up for real."""
+    import os
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="tenure-full-"))
+    mounted = subprocess.run(
+        [
+            shutil.which("mount") or "/bin/mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=3m",
+            "tmpfs",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        if os.environ.get("CI") == "true" and os.geteuid() == 0:
+            pytest.fail(f"cannot mount a tmpfs: {mounted.stderr}")
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run([shutil.which("umount") or "/bin/umount", "-l", str(folder)], check=False)
+        folder.rmdir()
+
+
+def test_a_full_disk_is_reported_and_the_worker_backs_off(
+    small_disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite on a disk that fills: /readyz says the database refuses writes (503), a worker
+    warns once and backs off instead of a warning per try, and both recover once space is
+    freed."""
+    from tests.support.waiting import poll
+
+    app = tenure.App(f"sqlite:///{small_disk / 'jobs.db'}")
+
+    @app.job("big", **SHORT)
+    def big(ctx: tenure.JobContext, payload: Any) -> None:
+        """Nothing: the claim is what fails."""
+
+    filler = small_disk / "filler"
+    filler.write_bytes(b"x" * 1024 * 1024)
+    ledger = app.ledger
+    queued = ledger.submit("big", {})
+    for size in (20000, 1000, 10):  # until even a small write finds no room
+        with pytest.raises(tenure.StoreUnavailable, match="full"):
+            for _ in range(10000):
+                ledger.submit("other", {"blob": "y" * size})
+    admin = keys.new_admin_key()
+    settings = ServiceSettings(admin_key_sha256=admin.key_sha256)
+    with LiveServer(ledger, settings) as server, server.client() as anonymous:
+        if True:
+            down = anonymous.get("/readyz")
+            assert down.status_code == 503
+            assert "refuses writes" in down.json()["reason"]
+            records = caplog.records
+
+            def named(event: str) -> list[logging.LogRecord]:
+                return [r for r in records if getattr(r, "tenure_event", None) == event]
+
+            with (
+                caplog.at_level(logging.INFO, logger="tenure"),
+                tenure.Worker(app, concurrency=1, poll_interval=0.05),
+            ):
+                poll(lambda: named("claim_failed"), 30, "the first claim failure")
+                filler.unlink()
+                assert ledger.wait(queued, 30).state is tenure.JobState.SUCCEEDED
+                recovered = poll(lambda: named("claim_recovered"), 30, "the recovery")
+            assert len(named("claim_failed")) == 1
+            assert recovered[0].tenure_fields["failures"] >= 1  # type: ignore[attr-defined]
+            assert anonymous.get("/readyz").status_code == 200

@@ -39,6 +39,7 @@ from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import Suspended
+from tenure.runtime.failures import FailureRun
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.outcomes import Outcomes
@@ -366,6 +367,7 @@ class Worker:
         groups = self._lease_groups()
         gather = max(1, self.concurrency // 2)
         committer = self._state().committer
+        failures = FailureRun("claim", self.worker_id)
         while not self._stopping.is_set():
             free = self._free_slots()
             if free <= 0:
@@ -383,14 +385,10 @@ class Worker:
             try:
                 claimed = self._claim(groups, free)
             except StoreUnavailable as exc:
-                emit(
-                    log,
-                    logging.WARNING,
-                    "claim_failed",
-                    worker=self.worker_id,
-                    error_type=type(exc).__name__,
-                )
-                claimed = 0
+                # A database that refuses (disk full, down): back off, one warning a run.
+                self._stopping.wait(failures.failed(type(exc).__name__))
+                continue
+            failures.succeeded()
             if claimed:
                 idle_wait = _FIRST_IDLE_WAIT
                 if claimed >= free:

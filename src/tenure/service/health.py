@@ -28,6 +28,9 @@ def healthz() -> Health:
 
 def _readiness(ledger: Ledger) -> Readiness:
     now = ledger.now()
+    refusal = ledger.store.write_refusal()
+    if refusal is not None:
+        return Readiness(status="unavailable", reason=f"database refuses writes: {refusal}")
     figures = ledger.queue_figures()
     ages = [f.oldest_due_age for f in figures if f.oldest_due_age is not None]
     return Readiness(
@@ -44,7 +47,10 @@ def _readiness(ledger: Ledger) -> Readiness:
 async def readyz(request: Request) -> Readiness | JSONResponse:
     """A database round trip and the queue's figures; 503 with the reason when unreachable."""
     try:
-        return await run_in_threadpool(_readiness, ledger_of(request))
+        ready = await run_in_threadpool(_readiness, ledger_of(request))
+        if ready.status != "ready":
+            return JSONResponse(ready.model_dump(mode="json"), status_code=503)
+        return ready
     except StoreUnavailable as exc:
         body = Readiness(status="unavailable", reason=f"database unreachable: {exc}")
         return JSONResponse(body.model_dump(mode="json"), status_code=503)

@@ -203,6 +203,11 @@ class Store(Protocol):
         hosts and database), never a password."""
         ...
 
+    def write_refusal(self) -> str | None:
+        """Why the database refuses writes now though it answers reads (a full disk), or
+        None; /readyz reports it."""
+        ...
+
     def migrate(self) -> list[int]:
         """Apply missing migrations under a lock; return the versions applied now."""
         ...

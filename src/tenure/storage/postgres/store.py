@@ -152,6 +152,11 @@ class PostgresStore(SqlStore):
                 "and does the URL name the right host, user and database?"
             ) from exc
 
+    def write_refusal(self) -> str | None:
+        """PostgreSQL refuses a write with its own error to every writer, and /readyz's
+        statement meets it: nothing to remember here."""
+        return None
+
     @property
     def where(self) -> str:
         """The database in words for messages (no password)."""
