@@ -50,8 +50,6 @@ def user_stubs(folder: Path) -> dict[str, Any]:
         "tenure": tenure,
         "app": app,
         "ledger": app.ledger,
-        "render": lambda payload: {"pdf": "…"},
-        "mailer": SimpleNamespace(send=lambda pdf, idempotency_key, fence: "m-1"),
         "acl": SimpleNamespace(allows=lambda tenant, doc: True),
         "charge_card": charge_card,
         "amount": 129,
