@@ -558,3 +558,15 @@ def test_a_full_disk_is_reported_and_the_worker_backs_off(
             assert len(named("claim_failed")) == 1
             assert recovered[0].tenure_fields["failures"] >= 1  # type: ignore[attr-defined]
             assert anonymous.get("/readyz").status_code == 200
+
+
+def test_a_missing_postgres_database_is_named_at_once(postgres_server: Any) -> None:
+    """The server answers that the database does not exist: connect says so, not that the
+    server may not be running, and without waiting for the pool's time-out."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(postgres_server.url)
+    url = urlunsplit(parts._replace(path="/tenure_no_such_database"))
+    with pytest.raises(tenure.StoreUnavailable, match="does not exist") as refused:
+        tenure.connect(url, timeout=30)
+    assert "is it running" not in str(refused.value)
