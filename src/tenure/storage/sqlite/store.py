@@ -8,7 +8,6 @@ share (reads, the limited claim, the fence transaction) is in `storage.sql`.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -28,6 +27,7 @@ from tenure.errors import (
 from tenure.storage.base import ClaimRequest, NewJob, Publish
 from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.sqlite.room import WriteRoom
 from tenure.storage.sqlite.schema import apply_migrations
 from tenure.storage.sqlite.turns import WriteTurns
 from tenure.storage.sqlite.tx import Q, SqliteTx
@@ -50,8 +50,6 @@ from tenure.types import JobState, Lease, PurgeBatch, StageKind
 _UNAVAILABLE_CODES = frozenset({5, 6, 7, 8, 9, 10, 13, 14, 15, 17})
 _UNUSABLE_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 _CONSTRAINT = 19
-_SQLITE_FULL = 13
-_LOW_DISK_BYTES = 1024 * 1024
 
 
 def read_time(value: Any) -> datetime:
@@ -116,7 +114,7 @@ class SqliteStore(SqlStore):
         self._lock = threading.Lock()
         self.connections_opened = 0
         self._closed = False
-        self._refused: tuple[str, int | None] | None = None
+        self._room = WriteRoom(self._where)
 
     @property
     def where(self) -> str:
@@ -183,7 +181,7 @@ class SqliteStore(SqlStore):
     def _transaction(self) -> Iterator[SqliteTx]:
         """BEGIN IMMEDIATE; the clock is read once the write lock is held. What the
         transaction made known is told once it has committed and the write turn is passed on."""
-        with self._conn() as conn, self._translate(), self._noting_full(), self._turns.hold():
+        with self._conn() as conn, self._translate(), self._room.noting(), self._turns.hold():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 tx = SqliteTx(conn, float(conn.execute(Q["now"]).fetchone()[0]))
@@ -197,41 +195,11 @@ class SqliteStore(SqlStore):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        self._refused = None
         self._tell(tx)
 
-    @contextmanager
-    def _noting_full(self) -> Iterator[None]:
-        """Remember a write the file refused for want of space, until one succeeds again."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF == _SQLITE_FULL:
-                self._refused = (f"the last write was refused: {exc}", self._free_bytes())
-            raise
-
-    def _free_bytes(self) -> int | None:
-        try:
-            stat = os.statvfs(Path(self._where).parent)
-        except OSError:
-            return None
-        return stat.f_bavail * stat.f_frsize
-
     def write_refusal(self) -> str | None:
-        """Why writes fail now: the last one was refused for want of space and neither has one
-        succeeded since nor has space been freed, or the disk holding the file has under
-        256 KiB free (a checkpoint needs room to move the WAL into the file). None when writes
-        should succeed."""
-        free = self._free_bytes()
-        if self._refused is not None:
-            message, free_then = self._refused
-            if free is None or free_then is None or free < free_then + _LOW_DISK_BYTES // 4:
-                return message
-            self._refused = None
-        if free is not None and free < _LOW_DISK_BYTES // 4:
-            return f"the disk holding {self._where} has {free} bytes free"
-        return None
+        """Why writes fail now (a full disk; see `WriteRoom`), or None."""
+        return self._room.refusal()
 
     def _read_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
         with self._translate(), self._conn() as conn:
