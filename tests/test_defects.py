@@ -21,6 +21,7 @@ from tests.support.cli import tenure_cli
 from tests.support.databases import execute_sql
 from tests.support.service import LiveServer
 from tests.support.timing import SHORT
+from tests.support.waiting import until_db_time_passes
 
 
 @pytest.fixture
@@ -391,9 +392,12 @@ def test_a_purge_keeps_the_child_of_a_parent_that_has_not_ended(ledger: tenure.L
     lease = ledger.claim("w", kinds=["child"], lease_seconds=30)
     assert lease is not None and lease.job_id == child
     ledger.complete(lease, {"ok": True})
+    until_db_time_passes(ledger, ledger.get(child).updated_at)
     assert ledger.purge(older_than=0.0, keep_keys=0.0).jobs == 0
     assert ledger.get(child).state is tenure.JobState.SUCCEEDED
     ledger.cancel(parent)
+    # A purge takes what changed before its clock reading: let the database's clock move on.
+    until_db_time_passes(ledger, ledger.get(parent).updated_at)
     assert ledger.purge(older_than=0.0, keep_keys=0.0).jobs == 2
 
 
