@@ -201,9 +201,7 @@ class Leases(Limits):
         """Advance the job's cursor to `step` and keep `checkpoint`, while the lease holds."""
         check_lease(lease)
         step = check_int(step, "step", 0)
-        encoded = encode_json(
-            checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH
-        )
+        encoded = self._checkpoint_json(checkpoint)
         detail = event_detail(
             step=step, checkpoint_bytes=encoded.size, checkpoint_sha256=encoded.sha256
         )
@@ -374,13 +372,7 @@ class Leases(Limits):
         Returns the result's canonical JSON text (what a replay will return).
         """
         encoded = encode_json(result, "stage result", self.max_payload_bytes)
-        saved = (
-            None
-            if checkpoint is None
-            else encode_json(
-                checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH
-            ).text
-        )
+        saved = None if checkpoint is None else self._checkpoint_json(checkpoint).text
         detail_json = event_detail(
             position=position, result_bytes=encoded.size, result_sha256=encoded.sha256
         )

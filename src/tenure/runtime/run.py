@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
+from types import TracebackType
 from typing import Any
 
 from tenure.app import JobClass
@@ -208,21 +209,26 @@ _LIBRARY_PATHS = tuple(
 def raised_at(exc: BaseException) -> str:
     """`module:function:line` of the innermost frame outside tenure, the standard library and
     installed packages (the user's handler code); the innermost frame if there is none."""
-    frames = []
+    frames: list[TracebackType] = []
     tb = exc.__traceback__
     while tb is not None:
         frames.append(tb)
         tb = tb.tb_next
-    for frame in reversed(frames):
-        code = frame.tb_frame.f_code
-        module = str(frame.tb_frame.f_globals.get("__name__", "?"))
-        if module == "tenure" or module.startswith("tenure."):
-            continue
-        if code.co_filename.startswith(_LIBRARY_PATHS):
-            continue
-        return f"{module}:{code.co_name}:{frame.tb_lineno}"
-    if not frames:
-        return "?"
-    last = frames[-1]
-    name = last.tb_frame.f_globals.get("__name__", "?")
-    return f"{name}:{last.tb_frame.f_code.co_name}:{last.tb_lineno}"
+
+    def module(frame: TracebackType) -> str:
+        return str(frame.tb_frame.f_globals.get("__name__", "?"))
+
+    def users(frame: TracebackType) -> bool:
+        name = module(frame)
+        return not (
+            name == "tenure"
+            or name.startswith("tenure.")
+            or frame.tb_frame.f_code.co_filename.startswith(_LIBRARY_PATHS)
+        )
+
+    chosen = ([f for f in frames if users(f)] or frames)[-1:]
+    return (
+        "?"
+        if not chosen
+        else (f"{module(chosen[0])}:{chosen[0].tb_frame.f_code.co_name}:{chosen[0].tb_lineno}")
+    )

@@ -3,6 +3,7 @@ description for messages without the password, and the URL through a proxy (demo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from urllib.parse import quote, urlencode
 
@@ -68,9 +69,11 @@ def describe(url: str) -> str:
         return "PostgreSQL"
     hosts = str(params.get("host") or "localhost").split(",")
     ports = str(params.get("port") or "").split(",")
-    if len(ports) < len(hosts):
-        ports += [ports[-1] if len(ports) == 1 else ""] * (len(hosts) - len(ports))
-    where = ",".join(f"{h}:{p}" if p else h for h, p in zip(hosts, ports, strict=True))
+    if len(ports) == 1:  # libpq: one port serves every host
+        ports *= len(hosts)
+    where = ",".join(
+        f"{h}:{p}" if p else h for h, p in itertools.zip_longest(hosts, ports, fillvalue="")
+    )
     return f"PostgreSQL at {where}/{params.get('dbname', '')}"
 
 
