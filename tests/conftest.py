@@ -10,16 +10,23 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.storage import LISTEN_URL_ENV
+from tenure.testing.pooler import PgBouncer, PoolerError
 from tests.support.databases import (
     PostgresServer,
     drop_schema,
     new_schema,
+    pooled,
     sqlite_url,
     start_postgres,
     with_schema,
 )
 
 pytest_plugins = ["tests.support.fixtures"]
+
+# Set: every PostgreSQL test of the run reaches its database through PgBouncer in transaction
+# mode (CI runs the ledger suite and the worker tests so, with -m postgres).
+POOLER_ENV = "TENURE_TEST_POOLER"
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -50,6 +57,21 @@ def postgres_server() -> Iterator[PostgresServer]:
         handle.cleanup()  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(postgres_server: PostgresServer) -> Iterator[PgBouncer]:
+    """A real PgBouncer in transaction mode in front of the suite's PostgreSQL (installed by
+    .ci/run; skipped elsewhere when the machine has none)."""
+    try:
+        bouncer = PgBouncer(postgres_server.url)
+        bouncer.start()
+    except PoolerError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no PgBouncer for the tests: {exc}")
+    yield bouncer
+    bouncer.stop()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -63,9 +85,16 @@ def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iter
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
     schema = new_schema(server)
+    url = with_schema(server.url, schema)
+    if os.environ.get(POOLER_ENV):
+        bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
+        url = pooled(with_schema(bouncer.url(server.dbname), schema), url)
+        # LISTEN needs a session: the ledgers through PgBouncer listen on the server itself.
+        os.environ[LISTEN_URL_ENV] = server.url
     try:
-        yield with_schema(server.url, schema)
+        yield url
     finally:
+        os.environ.pop(LISTEN_URL_ENV, None)
         drop_schema(server, schema)
 
 

@@ -18,7 +18,7 @@ import tenure
 from tenure import keys
 from tenure.service import ServiceSettings
 from tests.support.cli import tenure_cli
-from tests.support.databases import execute_sql
+from tests.support.databases import direct, execute_sql
 from tests.support.service import LiveServer
 from tests.support.timing import SHORT
 from tests.support.waiting import until_db_time_passes
@@ -454,7 +454,7 @@ def test_an_event_written_while_a_purge_deletes_its_job_leaves_no_orphan(
     lease = ledger.claim("w", kinds=["k"], lease_seconds=30)
     assert lease is not None
     ledger.cancel(job_id)
-    with psycopg.connect(db_url) as purger:
+    with psycopg.connect(direct(db_url)) as purger:
         purger.execute("SELECT id FROM tenure_jobs WHERE id = %s FOR UPDATE", (job_id,))
         purger.execute("DELETE FROM tenure_events WHERE job_id = %s", (job_id,))
         purger.execute("DELETE FROM tenure_jobs WHERE id = %s", (job_id,))
@@ -474,7 +474,7 @@ def test_an_event_written_while_a_purge_deletes_its_job_leaves_no_orphan(
     writer.join(10)
     # The job is gone: the stale write is refused as for any unknown job.
     assert [type(exc) for exc in rejected] == [tenure.JobNotFound]
-    with psycopg.connect(db_url) as check:
+    with psycopg.connect(direct(db_url)) as check:
         row = check.execute(
             "SELECT count(*) FROM tenure_events WHERE job_id = %s", (job_id,)
         ).fetchone()

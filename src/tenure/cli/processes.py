@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from tenure import keys
@@ -19,9 +20,19 @@ from tenure.cli.rollouts import parse_variants
 from tenure.extras import MissingExtra, install_hint
 from tenure.logs import configure_json_logging
 from tenure.runtime.worker import Worker
+from tenure.storage import LISTEN_URL_ENV, POSTGRES_PREFIXES
+
+
+def _use_listen_db(args: argparse.Namespace) -> None:
+    """--listen-db applies to every ledger this process opens, as $TENURE_LISTEN_URL does."""
+    if args.listen_db is not None:
+        if not args.listen_db.startswith(POSTGRES_PREFIXES):
+            raise UsageError("--listen-db must be a postgresql:// URL of the same database")
+        os.environ[LISTEN_URL_ENV] = args.listen_db
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    _use_listen_db(args)
     app = load_app(args.target)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     worker = Worker(
@@ -53,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from tenure.service.settings import ServiceSettings
     except ImportError as exc:
         raise _service_extra(exc) from exc
+    _use_listen_db(args)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     settings = ServiceSettings(
         admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
@@ -60,6 +72,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_wait_seconds=args.max_wait,
         metrics_need_key=args.metrics_need_key,
         metrics_by_tenant=args.metrics_by_tenant,
+        **(
+            {}
+            if args.max_waits_per_tenant is None
+            else {"max_waits_per_tenant": args.max_waits_per_tenant}
+        ),
     )
     serve(_url(args), host=args.host, port=args.port, settings=settings, log_level=args.log_level)
     return EXIT_OK
@@ -71,6 +88,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except MissingExtra as exc:
         raise UsageError(str(exc)) from exc
 
+    _use_listen_db(args)
     app = load_app(args.target)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     with app.connect(args.db) as ledger:

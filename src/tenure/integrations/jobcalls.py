@@ -24,13 +24,19 @@ from tenure.app import App
 from tenure.errors import InvalidArgument, JobFailed
 from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.ledger import Ledger
-from tenure.ledger.awaiting import FIRST_POLL, LAST_POLL, await_end
+from tenure.ledger.awaiting import await_end
 from tenure.ledger.waits import awaited_signal
 from tenure.types import JSON, Job, JobState
 from tenure.validation import check_name
 
 # Each wait on a Client is at most this long, so that a cancelled run stops soon.
 _WAIT_SLICE = 5.0
+# On a ledger a wait costs a read at each end, none between: once the unclaimed warning is
+# past, slices this long (a sync caller cannot be cancelled mid-wait anyway).
+_LEDGER_SLICE = 60.0
+# A wait for the job's end *or* its asking for a signal reads the job this often (a job that
+# suspends announces nothing).
+_FIRST_POLL, _SIGNAL_POLL = 0.02, 0.25
 ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
 
@@ -146,10 +152,11 @@ class JobCalls:
         besides = or_signal_besides or ()
         started = time.monotonic()
         deadline = None if self.timeout is None else started + self.timeout
-        pause = FIRST_POLL
+        pause = _FIRST_POLL
         while True:
-            remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
-            wait = min(pause if or_signal else _WAIT_SLICE, remaining)
+            slice_ = self._slice(started)
+            remaining = slice_ if deadline is None else deadline - time.monotonic()
+            wait = min(pause if or_signal else slice_, remaining)
             job: Job = self.api.wait(job_id, max(0.0, wait))
             self._check_claimed(job, started)
             asks = awaited_signal(job)
@@ -157,7 +164,12 @@ class JobCalls:
                 return job
             if deadline is not None and time.monotonic() >= deadline:
                 raise self._late(job)
-            pause = min(pause * 2, LAST_POLL)
+            pause = min(pause * 2, _SIGNAL_POLL)
+
+    def _slice(self, started: float) -> float:
+        if self.ledger is None or time.monotonic() - started < UNCLAIMED_WARNING:
+            return _WAIT_SLICE
+        return _LEDGER_SLICE
 
     async def await_end(self, job_id: str) -> Job:
         """`wait` for asyncio code: a cancelled run stops waiting at once (the job goes on)."""

@@ -48,6 +48,7 @@ def connect(
     migrate: bool = True,
     timeout: float = 5.0,
     pool_size: int = 4,
+    listen_url: str | None = None,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     backoff_base: float = 1.0,
@@ -56,10 +57,17 @@ def connect(
     """Open the ledger at `url` (`sqlite:///file.db` or `postgresql://…`) and migrate it.
 
     `timeout` bounds connecting and each statement (seconds); a lease operation that exceeds
-    it raises `OwnershipUnknown`.
+    it raises `OwnershipUnknown`. `listen_url` names a direct PostgreSQL connection for LISTEN
+    when `url` goes through a transaction pooler (default: `$TENURE_LISTEN_URL`; without
+    either, workers and waiters poll there).
     """
     ledger = Ledger(
-        open_store(url, timeout=check_seconds(timeout, "timeout"), pool_size=pool_size),
+        open_store(
+            url,
+            timeout=check_seconds(timeout, "timeout"),
+            pool_size=pool_size,
+            listen_url=listen_url,
+        ),
         max_payload_bytes=max_payload_bytes,
         default_max_attempts=default_max_attempts,
         backoff_base=backoff_base,

@@ -1,6 +1,6 @@
 """Awaiting a job's end from asyncio code (the service's long-poll, the MCP server): woken by
-the ledger's one listener when the job ends, reading the job again at a pause that doubles up
-to 250 ms (a lost notification, another process on SQLite)."""
+the ledger's `EndedWatch` when the job ends; the job is read when the wait starts, when it is
+woken and at its deadline, and no more often than `read_every` seconds besides (MCP progress)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from tenure.ledger.ended import EndedWatch
 from tenure.types import Job
 
-FIRST_POLL, LAST_POLL = 0.02, 0.25
+# How often `stop()` (a client that hung up) is asked: no statement, a check of a socket.
+STOP_CHECK_SECONDS = 5.0
 
 
 async def await_end(
@@ -23,6 +24,7 @@ async def await_end(
     *,
     stop: Callable[[], Awaitable[bool]] | None = None,
     seen: Callable[[Job], Awaitable[None]] | None = None,
+    read_every: float | None = None,
 ) -> Job:
     """The job once terminal, or as it is when `timeout` seconds (None: no bound) have passed
     or `stop()` says so. `seen(job)` is called with every reading (progress, say)."""
@@ -34,21 +36,31 @@ async def await_end(
         loop.call_soon_threadsafe(woke.set)
 
     unwatch = ended.watch(job_id, ended_now)
-    pause = FIRST_POLL
     try:
+        job = await read()
+        last_read = time.monotonic()
         while True:
-            job = await read()
             if seen is not None:
                 await seen(job)
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if job.terminal or (remaining is not None and remaining <= 0):
+            if job.terminal:
                 return job
-            if stop is not None and await stop():
-                return job
-            wait = pause if remaining is None else min(pause, remaining)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woke.wait(), wait)
+            while not woke.is_set():
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return await read()
+                if read_every is not None and now - last_read >= read_every:
+                    break
+                if stop is not None and await stop():
+                    return job
+                pause = STOP_CHECK_SECONDS if stop is not None else None
+                for bound in (deadline, None if read_every is None else last_read + read_every):
+                    if bound is not None:
+                        left = bound - now
+                        pause = left if pause is None else min(pause, left)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woke.wait(), pause)
             woke.clear()
-            pause = min(pause * 2, LAST_POLL)
+            job = await read()
+            last_read = time.monotonic()
     finally:
         unwatch()

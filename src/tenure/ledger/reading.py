@@ -11,7 +11,6 @@ import time
 from typing import TypeVar
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
-from tenure.ledger.awaiting import FIRST_POLL, LAST_POLL
 from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
 from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
@@ -114,22 +113,23 @@ class Reading(LedgerCore):
 
     def wait(self, job_id: str, timeout: float = 30.0) -> Job:
         """The job once terminal, or as it is when `timeout` seconds have passed. Woken when
-        the job ends (PostgreSQL NOTIFY; on SQLite, an end in this process), with a poll that
-        slows to every 250 ms as the fallback (SQLite: an end in another process)."""
+        the job ends (see `ledger.ended`): the job is read when the wait starts, when it is
+        woken and at the deadline, and no statement is spent while it waits."""
         job_id = check_job_id(job_id)
         deadline = time.monotonic() + max(0.0, float(timeout))
         woke = threading.Event()
         unwatch = self.ended.watch(job_id, woke.set)
         try:
-            pause = FIRST_POLL
-            while True:
-                job = self.get(job_id)
+            job = self.get(job_id)
+            while not job.terminal:
                 remaining = deadline - time.monotonic()
-                if job.terminal or remaining <= 0:
+                if remaining <= 0:
                     return job
-                woke.wait(min(pause, remaining))
+                if not woke.wait(remaining):
+                    return self.get(job_id)
                 woke.clear()
-                pause = min(pause * 2, LAST_POLL)
+                job = self.get(job_id)
+            return job
         finally:
             unwatch()
 

@@ -53,6 +53,8 @@ from tenure.mcp.tools import (
 from tenure.types import Job, JobState, StageStatus
 
 KEY_META = "io.tenure/idempotency-key"
+# A call whose client asked for progress reads its job this often while it waits.
+PROGRESS_READ_SECONDS = 1.0
 # The scope of the admin key's access token (every tenant): a scope, not a client id, so that no
 # tenant's name can stand for it.
 ADMIN_SCOPE = "tenure:admin"
@@ -124,15 +126,29 @@ class TenureMcp:
         if _declares_tasks(ctx):
             # The job is committed: a tasks/get for this id resolves from here on.
             return task_of(await _run(self.ledger.get, job_id), result_type="task")
-        return job_result(await self._await(ctx, job_id))
+        meta = params.meta or {}
+        # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
+        wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
+        return job_result(await self._await(ctx, job_id, progress=wants_progress))
 
-    async def _await(self, ctx: Context, job_id: str, timeout: float | None = None) -> Job:
-        progress = Progress(ctx.session, self.ledger, job_id)
+    async def _await(
+        self, ctx: Context, job_id: str, timeout: float | None = None, *, progress: bool = False
+    ) -> Job:
+        """The job once ended (or at `timeout`): no statement while it waits, unless the
+        caller asked for progress, which is read every PROGRESS_READ_SECONDS."""
+        reporter = Progress(ctx.session, self.ledger, job_id)
 
         async def read() -> Job:
             return await _run(self.ledger.get, job_id)
 
-        return await await_end(self.ledger.ended, job_id, read, timeout, seen=progress.seen)
+        return await await_end(
+            self.ledger.ended,
+            job_id,
+            read,
+            timeout,
+            seen=reporter.seen,
+            read_every=PROGRESS_READ_SECONDS if progress else None,
+        )
 
     async def _own_tool(
         self, ctx: Context, caller: Principal, name: str, arguments: dict[str, Any]

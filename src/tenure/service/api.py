@@ -25,8 +25,9 @@ from tenure.service.models import (
     StageOut,
     SubmitRequest,
 )
+from tenure.service.waiting import LongPolls
 from tenure.types import Job, JobState
-from tenure.validation import MAX_NAME_LENGTH
+from tenure.validation import MAX_NAME_LENGTH, check_job_id
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 _AUTH = (401, 422, 503)
@@ -108,7 +109,7 @@ def list_jobs(
     return JobPage(jobs=[JobOut.model_validate(j) for j in jobs], next=following, now=ledger.now())
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, responses=documented(*_AUTH, 404))
+@router.get("/jobs/{job_id}", response_model=JobOut, responses=documented(*_AUTH, 404, 429))
 async def get_job(
     job_id: str,
     request: Request,
@@ -118,25 +119,28 @@ async def get_job(
         Query(ge=0, description="seconds to wait for a terminal state (capped by the server)"),
     ] = 0.0,
 ) -> JobOut:
-    """The job; with `wait`, answers as soon as it is terminal or when the wait is over."""
+    """The job; with `wait`, answers as soon as it is terminal or when the wait is over. A
+    waiting request costs no database statement while it waits; a tenant may hold
+    `--max-waits-per-tenant` of them at once (past that, 429 with Retry-After)."""
     ledger = ledger_of(request)
     deadline = time.monotonic() + min(wait, settings_of(request).max_wait_seconds)
-    job = await run_in_threadpool(_visible, ledger, caller, job_id)
-    if job.terminal or wait <= 0:
-        return JobOut.model_validate(job)
+    if wait <= 0:
+        return JobOut.model_validate(await run_in_threadpool(_visible, ledger, caller, job_id))
+    try:
+        job_id = check_job_id(job_id)
+    except JobNotFound:
+        raise ApiError(404, "not_found", f"no job has the id {job_id}") from None
 
     async def read() -> Job:
         return await run_in_threadpool(_visible, ledger, caller, job_id)
 
-    return JobOut.model_validate(
-        await await_end(
-            ledger.ended,
-            job.id,
-            read,
-            deadline - time.monotonic(),
-            stop=request.is_disconnected,
-        )
-    )
+    long_polls: LongPolls = request.app.state.long_polls
+    remaining = deadline - time.monotonic()
+    # The watch starts before the first read (inside await_end): an end between them is
+    # not missed. The first read answers 404 and a job that has already ended.
+    with long_polls.held(caller.tenant, retry_after=remaining):
+        ended = await await_end(ledger.ended, job_id, read, remaining, stop=request.is_disconnected)
+    return JobOut.model_validate(ended)
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventList, responses=documented(*_AUTH, 404))

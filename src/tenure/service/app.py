@@ -15,6 +15,7 @@ from tenure.service import api, errors, health, rollouts
 from tenure.service.limits import RequestLimits
 from tenure.service.metrics import DatabaseCollector
 from tenure.service.settings import ServiceSettings
+from tenure.service.waiting import LongPolls
 
 
 def _dashboard_html() -> str:
@@ -32,6 +33,7 @@ def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIA
     )
     app.state.ledger = ledger
     app.state.settings = settings
+    app.state.long_polls = LongPolls(settings.max_waits_per_tenant)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(ledger, by_tenant=settings.metrics_by_tenant))
     app.state.registry = registry

@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
+import os
+
 from tenure.errors import UnsupportedDatabase
 from tenure.storage.base import FenceRecord, FenceTx, KeyedJob, NewJob, Store
 
 __all__ = ["FenceRecord", "FenceTx", "KeyedJob", "NewJob", "Store", "open_store"]
 
 SQLITE_PREFIX = "sqlite://"
+LISTEN_URL_ENV = "TENURE_LISTEN_URL"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str, *, timeout: float = 5.0, pool_size: int = 4) -> Store:
+def open_store(
+    url: str, *, timeout: float = 5.0, pool_size: int = 4, listen_url: str | None = None
+) -> Store:
     """Open the store a URL names: `sqlite:///path.db` or `postgresql://user@host/db`.
 
     `timeout` bounds connecting, waiting for a lock and each statement, in seconds.
+    `listen_url` (PostgreSQL) names a direct connection for LISTEN when `url` is a pooler's;
+    without it, `$TENURE_LISTEN_URL`.
     """
     if not isinstance(url, str) or not url:
         raise UnsupportedDatabase("the database URL must be a non-empty string")
+    if listen_url is not None and (not isinstance(listen_url, str) or not listen_url):
+        raise UnsupportedDatabase("the LISTEN URL must be a non-empty string")
     if url.startswith(SQLITE_PREFIX):
+        if listen_url is not None:
+            raise UnsupportedDatabase(
+                "a LISTEN URL is for PostgreSQL behind a pooler; SQLite has no LISTEN"
+            )
         from tenure.storage.sqlite.store import SqliteStore
 
         return SqliteStore(url, timeout=timeout)
     if url.startswith(POSTGRES_PREFIXES):
         from tenure.storage.postgres.store import PostgresStore
 
-        return PostgresStore(url, timeout=timeout, pool_size=pool_size)
+        listen_url = listen_url or os.environ.get(LISTEN_URL_ENV) or None
+        if listen_url is not None and not listen_url.startswith(POSTGRES_PREFIXES):
+            raise UnsupportedDatabase(
+                f"the LISTEN URL must be a postgresql:// URL of the same database, got "
+                f"{listen_url.split(':', 1)[0]!r}"
+            )
+        return PostgresStore(url, timeout=timeout, pool_size=pool_size, listen_url=listen_url)
     if url.startswith("sqlite:"):
         raise UnsupportedDatabase(
             f"{url!r} is missing the slashes: a SQLite URL is sqlite:///relative/path.db or "

@@ -240,9 +240,19 @@ class Store(Protocol):
         renew as well."""
         ...
 
-    def listen_ended(self, callback: Callable[[list[str]], None]) -> Callable[[], None]:
+    def listen_ended(
+        self,
+        callback: Callable[[list[str]], None],
+        on_listening: Callable[[bool], None] | None = None,
+    ) -> Callable[[], None]:
         """Call `callback(job_ids)` when jobs end (succeed, fail for good, are cancelled);
-        return the function that stops listening. Best effort: waiters poll as well."""
+        return the function that stops listening. `on_listening(True)` whenever the ends of
+        every process are heard from then on, `(False)` when that stops. Best effort: waiters
+        sweep as well (`ended_among`)."""
+        ...
+
+    def ended_among(self, job_ids: Sequence[str]) -> set[str]:
+        """Which of `job_ids` have ended (one statement: the waiters' sweep)."""
         ...
 
     def claim(self, request: ClaimRequest) -> list[Lease]:

@@ -272,6 +272,11 @@ class SqlStore(Store, ABC):
             return None
         return KeyedJob(rows[0]["id"], rows[0]["kind"], rows[0]["payload_sha256"])
 
+    def ended_among(self, job_ids: Sequence[str]) -> set[str]:
+        """Which of `job_ids` have ended (one statement: the waiters' sweep)."""
+        rows = self._read_rows("ended_among", {"ids": self._array(job_ids)})
+        return {str(row["id"]) for row in rows}
+
     def get(self, job_id: str) -> Job | None:
         """The job, or None."""
         rows = self._read_rows("get", {"job_id": job_id})

@@ -33,6 +33,9 @@ def ended_channel_of(schema: str) -> str:
 WakeCallback = Callable[[str], None]
 # Called with the ids of jobs that ended (succeeded, failed or cancelled).
 EndedCallback = Callable[[list[str]], None]
+# Called with True each time ends from every process are heard (a LISTEN connection is up,
+# after each reconnect: ends sent meanwhile were missed), False when that connection is lost.
+ListeningCallback = Callable[[bool], None]
 # Called with the job id and its token after the cancel (the run to stop holds a lower one).
 CancelCallback = Callable[[str, int], None]
 

@@ -13,6 +13,7 @@ from tenure.logs import emit
 from tenure.storage.wakeup import (
     CancelCallback,
     EndedCallback,
+    ListeningCallback,
     WakeCallback,
     cancel_channel_of,
     channel_of,
@@ -38,13 +39,17 @@ class PostgresListener:
     def __init__(
         self,
         conninfo: str,
+        schema: str,
         callback: WakeCallback | None,
         on_cancelled: CancelCallback | None = None,
         *,
         on_ended: EndedCallback | None = None,
+        on_listening: ListeningCallback | None = None,
         wait: float = 5.0,
     ) -> None:
         self._conninfo = conninfo
+        self._schema = schema
+        self._on_listening = on_listening
         self._callback = callback
         self._on_cancelled = on_cancelled
         self._on_ended = on_ended
@@ -60,8 +65,9 @@ class PostgresListener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    row = conn.execute("SELECT current_schema()").fetchone()
-                    schema = str(row[0]) if row else "public"
+                    # The store's schema, read through the store: a LISTEN URL of its own
+                    # (beside a pooler) need not set the same search_path.
+                    schema = self._schema
                     channel, cancels = channel_of(schema), cancel_channel_of(schema)
                     ended = ended_channel_of(schema)
                     listening = [
@@ -76,6 +82,8 @@ class PostgresListener:
                     for name in listening:
                         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
                     self.connected.set()
+                    if self._on_listening is not None:
+                        self._on_listening(True)
                     emit(log, logging.DEBUG, "listen_started", channel=listening[0])
                     probed = time.monotonic()
                     while not self._stop.is_set():
@@ -88,6 +96,8 @@ class PostgresListener:
                             probed = time.monotonic()
             except psycopg.Error as exc:
                 self.connected.clear()
+                if self._on_listening is not None:
+                    self._on_listening(False)
                 if self._stop.is_set():
                     return
                 emit(log, logging.WARNING, "listen_lost", error_type=type(exc).__name__)

@@ -14,6 +14,7 @@
 -- name: now
 SELECT clock_timestamp() AS now;
 
+
 -- name: submit
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 inserted AS (
@@ -436,6 +437,10 @@ FROM tenure_jobs j
 WHERE j.id = %(job_id)s::uuid
 FOR KEY SHARE OF j
 RETURNING seq;
+
+-- name: ended_among
+SELECT id::text AS id FROM tenure_jobs
+WHERE id = ANY (%(ids)s::uuid[]) AND state IN ('succeeded', 'failed', 'cancelled');
 
 -- name: get
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,

@@ -27,14 +27,15 @@ from tenure.errors import (
 )
 from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, NewJob, Publish
 from tenure.storage.migrate import load_migrations
+from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.listener import PostgresListener
-from tenure.storage.postgres.urls import build_conninfo, describe, explain_connect_error
+from tenure.storage.postgres.pooling import settings_statement
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.waits import SignalOutcome
-from tenure.storage.wakeup import CancelCallback, EndedCallback, WakeCallback
+from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch, StageKind
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
@@ -93,6 +94,10 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 # Each query's positional form, made once: psycopg parses a named query on every execute when
 # it is longer than its cache allows (4 KiB), and the claim statement is longer.
 RAW = {name: _positional(sql) for name, sql in Q.items()}
+# The connection's own questions (no store method of both dialects): which schema the tables
+# are in (through a pooler, as set for each transaction), and a probe of the LISTEN URL.
+RAW["current_schema"] = ("SELECT current_schema() AS schema", ())
+RAW["notify"] = ("SELECT pg_notify($1, '')", ("channel",))
 
 
 def _rows(conn: psycopg.Connection[DictRow], name: str, params: Params | None) -> list[DictRow]:
@@ -118,31 +123,36 @@ class PostgresStore(SqlStore):
     decode = DECODE
     parallel_writes = True
 
-    def __init__(self, url: str, *, timeout: float = 5.0, pool_size: int = 4) -> None:
-        self._where = describe(url)
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        pool_size: int = 4,
+        listen_url: str | None = None,
+    ) -> None:
         self._timeout = timeout
-        self._conninfo = build_conninfo(url, timeout)
+        self._plan = plan_connection(url, timeout, listen_url)
+        self._where = self._plan.where
+        self._settings = settings_statement(list(self._plan.local_settings))
         self._watchdog = Watchdog(_sever_connection)
         self._checking = False
         self._checking_lock = threading.Lock()
+        connection_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        if not self._plan.prepare:
+            connection_options["prepare_threshold"] = None
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[DictRow]] = (
             psycopg_pool.ConnectionPool(
-                self._conninfo,
+                self._plan.conninfo,
                 min_size=1,
                 max_size=max(1, pool_size),
-                kwargs={"autocommit": True, "row_factory": dict_row},
+                kwargs=connection_options,
                 connection_class=psycopg.Connection[DictRow],
                 timeout=timeout,
                 open=False,
                 name="tenure",
             )
         )
-        # One connection first: the server's own answer (no such database, only standbys,
-        # refused login) is said at once, where the pool would retry it until its timeout.
-        try:
-            psycopg.connect(self._conninfo, autocommit=True).close()
-        except psycopg.Error as exc:
-            raise StoreUnavailable(explain_connect_error(exc, self._where)) from exc
         try:
             self._pool.open(wait=True, timeout=timeout)
         except psycopg_pool.PoolTimeout as exc:
@@ -151,6 +161,21 @@ class PostgresStore(SqlStore):
                 f"cannot connect to {self._where} within {timeout:g}s: is it running, "
                 "and does the URL name the right host, user and database?"
             ) from exc
+        try:
+            self._schema = str(self._read_rows("current_schema")[0]["schema"])
+            if listen_url is not None:
+                check_listen_url(self._plan, self._notify, timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pooled(self) -> bool:
+        """True through a transaction pooler: settings per transaction, no session state."""
+        return self._plan.pooled
+
+    def _notify(self, channel: str) -> None:
+        self._write_rows("notify", {"channel": channel})
 
     def write_refusal(self) -> str | None:
         """PostgreSQL refuses a write with its own error to every writer, and /readyz's
@@ -208,7 +233,16 @@ class PostgresStore(SqlStore):
 
     def _read_rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
         with self._connection() as conn:
-            return _rows(conn, name, params)
+            if not self._plan.pooled:
+                return _rows(conn, name, params)
+            with conn.transaction():
+                self._set_locally(conn)
+                return _rows(conn, name, params)
+
+    def _set_locally(self, conn: psycopg.Connection[DictRow]) -> None:
+        """Through a pooler: this transaction's settings (no session keeps them)."""
+        text, values = self._settings
+        psycopg.RawCursor(conn).execute(text, values)
 
     # Autocommit: a single statement is its own transaction.
     _write_rows = _read_rows
@@ -216,6 +250,8 @@ class PostgresStore(SqlStore):
     @contextmanager
     def _transaction(self) -> Iterator[_PostgresTx]:
         with self._connection() as conn, conn.transaction():
+            if self._plan.pooled:
+                self._set_locally(conn)
             yield _PostgresTx(conn)
 
     def _array(self, values: Sequence[str] | None) -> list[str] | None:
@@ -230,6 +266,8 @@ class PostgresStore(SqlStore):
         """Apply missing migrations in one transaction under an advisory lock."""
         applied_now: list[int] = []
         with self._translate(), self._pool.connection() as conn, conn.transaction():
+            if self._plan.pooled:
+                self._set_locally(conn)
             conn.execute(_MIGRATION_LOCK)
             conn.execute(_VERSION_TABLE)
             done = {
@@ -303,12 +341,29 @@ class PostgresStore(SqlStore):
     def listen(
         self, callback: WakeCallback, on_cancelled: CancelCallback | None = None
     ) -> Callable[[], None]:
-        """LISTEN on one connection for claimable kinds (and cancels); returns the stop."""
-        return PostgresListener(self._conninfo, callback, on_cancelled, wait=self._timeout).close
+        """LISTEN on one connection for claimable kinds (and cancels); returns the stop.
+        Through a pooler without a LISTEN URL: nothing to hear (workers poll)."""
+        if self._plan.listen_conninfo is None:
+            return _nothing
+        return PostgresListener(
+            self._plan.listen_conninfo, self._schema, callback, on_cancelled, wait=self._timeout
+        ).close
 
-    def listen_ended(self, callback: EndedCallback) -> Callable[[], None]:
-        """LISTEN on one connection for jobs that end (and are cancelled); returns the stop."""
-        listener = PostgresListener(self._conninfo, None, on_ended=callback, wait=self._timeout)
+    def listen_ended(
+        self, callback: EndedCallback, on_listening: ListeningCallback | None = None
+    ) -> Callable[[], None]:
+        """LISTEN on one connection for jobs that end (and are cancelled); returns the stop.
+        `on_listening(True)` each time the connection listens, `(False)` when it is lost."""
+        if self._plan.listen_conninfo is None:
+            return _nothing
+        listener = PostgresListener(
+            self._plan.listen_conninfo,
+            self._schema,
+            None,
+            on_ended=callback,
+            on_listening=on_listening,
+            wait=self._timeout,
+        )
         return listener.close
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
@@ -510,6 +565,10 @@ def _results_map(publish: Publish) -> str:
         )
     )
     return "{" + ",".join(entries) + "}"
+
+
+def _nothing() -> None:
+    """The stop of a listener that never started."""
 
 
 def _sever_connection(conn: object) -> None:

@@ -13,22 +13,41 @@ from psycopg import conninfo
 from tenure.errors import UnsupportedDatabase
 
 
-def build_conninfo(url: str, timeout: float) -> str:
-    """The URL plus client-side bounds: connect timeout, statement timeout, UTC, keepalives."""
+def tenure_settings(timeout: float, *, prepare: bool = True) -> list[tuple[str, str]]:
+    """The settings tenure runs every statement under: server-side bounds and UTC."""
+    millis = str(max(1, int(timeout * 1000)))
+    settings = [("statement_timeout", millis), ("lock_timeout", millis), ("TimeZone", "UTC")]
+    if prepare:
+        # psycopg prepares a statement after its fifth use; a generic plan is then reused
+        # instead of a custom plan per call (a quarter millisecond of planning on each claim).
+        # Our statements' plans do not depend on their parameters: partial indexes decide them.
+        settings.append(("plan_cache_mode", "force_generic_plan"))
+    return settings
+
+
+def parse_url(url: str) -> dict[str, str | int | None]:
+    """libpq's reading of a URL, as an error of tenure's when it cannot read it."""
     try:
-        params = conninfo.conninfo_to_dict(url)
+        params: dict[str, str | int | None] = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise UnsupportedDatabase(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    return params
+
+
+def build_conninfo(url: str, timeout: float, *, startup_options: bool = True) -> str:
+    """The URL plus client-side bounds (connect timeout, keepalives) and, on a direct
+    connection, tenure's settings as startup options. Without `startup_options` (through a
+    pooler) the URL's `options` are left out: the store sets them per transaction."""
+    params = parse_url(url)
     _check_session_attrs(params)
     millis = max(1, int(timeout * 1000))
-    options = str(params.get("options") or "")
-    options += f" -c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"
-    # psycopg prepares a statement after its fifth use; a generic plan is then reused instead
-    # of a custom plan per call (a quarter millisecond of planning on each claim). Our
-    # statements' plans do not depend on their parameters: partial indexes decide them.
-    options += " -c plan_cache_mode=force_generic_plan"
+    if startup_options:
+        options = str(params.get("options") or "")
+        options += "".join(f" -c {name}={value}" for name, value in tenure_settings(timeout))
+        params["options"] = options.strip()
+    else:
+        params.pop("options", None)
     params.update(
-        options=options.strip(),
         connect_timeout=max(1, round(timeout)),
         application_name=params.get("application_name") or "tenure",
         keepalives=1,
@@ -38,6 +57,11 @@ def build_conninfo(url: str, timeout: float) -> str:
         tcp_user_timeout=millis,
     )
     return conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def url_options(url: str) -> str:
+    """The URL's own libpq `options` (a pooler gets them per transaction)."""
+    return str(parse_url(url).get("options") or "")
 
 
 # Every tenure connection writes (claims, renewals, the migration at connect), so only a server

@@ -206,6 +206,10 @@ FROM tenure_jobs
 WHERE id = :job_id
 RETURNING seq;
 
+-- name: ended_among
+SELECT id FROM tenure_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('succeeded', 'failed', 'cancelled');
+
 -- name: get
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,

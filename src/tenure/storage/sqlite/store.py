@@ -39,6 +39,7 @@ from tenure.storage.wakeup import (
     LOCAL_ENDED,
     CancelCallback,
     EndedCallback,
+    ListeningCallback,
     WakeCallback,
     cancel_payload,
     read_cancel,
@@ -287,9 +288,11 @@ class SqliteStore(SqlStore):
         LOCAL.publish(self._where, first.kind)
         return len(jobs)
 
-    def listen_ended(self, callback: EndedCallback) -> Callable[[], None]:
+    def listen_ended(
+        self, callback: EndedCallback, on_listening: ListeningCallback | None = None
+    ) -> Callable[[], None]:
         """Call `callback(ids)` when jobs end in this process (other processes' are found by
-        the waiters' fallback poll)."""
+        the waiters' sweep: `on_listening` is never called, as they are never heard)."""
         return LOCAL_ENDED.subscribe(self._where, lambda ids: callback(ids.split(",")))
 
     def listen(
