@@ -27,18 +27,9 @@ import psycopg
 
 import tenure
 from bench.service import free_port, percentile
+from bench.systems.common import transactions
 
 RESULTS = Path(__file__).parent / "results" / "long_polls.json"
-
-
-def transactions(url: str) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-            "WHERE datname = current_database()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def submit_latencies(base: str, key: str, count: int) -> list[float]:
