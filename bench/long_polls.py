@@ -22,12 +22,15 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
-import psycopg
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-import tenure
-from bench.service import free_port, percentile
-from bench.systems.common import transactions
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+import tenure  # noqa: E402
+from bench.service import free_port, percentile  # noqa: E402
+from bench.systems.common import transactions  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "long_polls.json"
 
