@@ -47,7 +47,7 @@ def test_a_first_attempt_writes_the_envelope(make_app: Callable[..., tenure.App]
 
     @app.job("report", version=4)
     def report(ctx: tenure.JobContext, payload: Any) -> str:
-        ctx.note_evidence("doc:17@v3")
+        ctx.evidence(tenure.DocumentRef("doc:17", "v3", "0" * 64))
         ctx.step("render", lambda: {"pages": 2})
         ctx.note_approval({"by": "ops", "for": "email"})
         ctx.effect("email", lambda fx: {"sent": fx.key})
@@ -70,7 +70,10 @@ def test_a_first_attempt_writes_the_envelope(make_app: Callable[..., tenure.App]
     ]
     assert envelope["stages"][0]["result"] == {"pages": 2}
     assert envelope["effects"] == {"email": "done"}
-    assert envelope["evidence"] == ["doc:17@v3"]
+    assert envelope["evidence"] == [
+        {"type": "document", "source": "doc:17", "version": "v3", "sha256": "0" * 64}
+        | {"index_version": None}
+    ]
     assert envelope["approvals"] == [{"by": "ops", "for": "email"}]
 
 
@@ -155,7 +158,8 @@ def test_resume_checks_refuse_or_let_the_job_go_on(make_app: Callable[..., tenur
         return str(ctx.step("fetch", lambda: {"text": "again"})["text"])
 
     refused = resume(later, revoked)
-    assert (refused.state, refused.error["code"]) == (JobState.FAILED, "permission_revoked")
+    assert refused.state is JobState.FAILED
+    assert refused.error == {"code": "permission_revoked", "message": "the user lost access"}
     events = [e for e in later.ledger.events(revoked) if e.type == "resume_refused"]
     assert [e.detail["code"] for e in events] == ["permission_revoked"]
     went_on = resume(later, permitted)

@@ -63,3 +63,22 @@ def test_the_golden_set_example_passes_itself_and_catches_the_injection(db_url: 
     assert "total: assertions passed 21/21 recorded, 20/21 replayed" in run.stdout
     assert "fails no_refund_that_is_not_owed: injection: refunded 1000 EUR" in run.stdout
     assert run.stdout.splitlines()[-1] == "replies sent after both evaluations: 3"
+
+
+def test_the_evidence_example_keeps_tenants_and_permissions_apart(db_url: str) -> None:
+    """examples/evidence.py: a real full-text index (FTS5, or PostgreSQL's with --db); it
+    exits 0 only when each of its checks held."""
+    run = run_example("examples/evidence.py", db_url)
+    lines = run.stdout.splitlines()
+    engine = "PostgreSQL full-text search" if db_url.startswith("postgres") else "SQLite FTS5"
+    assert lines[0] == f"index: {engine}"
+    assert "bo asks again: cache hit, sources ['kb://pricing']" in lines
+    assert "bo asks in tenant globex: cache miss, sources ['kb://pricing']" in lines
+    assert (
+        "ana asks anew; finance revoked while the search runs: cache miss, sources "
+        "['kb://pricing'], dropped ['kb://q3-forecast']"
+    ) in lines
+    assert "ana asks that again after the revocation: cache miss, sources ['kb://pricing']" in lines
+    assert any(line.startswith("brief resumed: failed, evidence_changed: ") for line in lines)
+    assert any("tests_passed=2, tests_failed=0" in line for line in lines)
+    assert lines[-1] == "all checks held"

@@ -16,6 +16,9 @@ MAX_LINES = 600
 FORBIDDEN = {
     "errors": {"tenure"},
     "types": {"tenure.storage", "tenure.ledger", "tenure.runtime", "tenure.service"},
+    "evidence": {"tenure.storage", "tenure.ledger", "tenure.runtime", "tenure.service"},
+    "retrieval": {"tenure.storage", "tenure.ledger", "tenure.runtime", "tenure.service"},
+    "checks": {"tenure.storage", "tenure.ledger", "tenure.service"},
     "storage": {"tenure.ledger", "tenure.runtime", "tenure.service", "tenure.app", "tenure.cli"},
     "ledger": {"tenure.runtime", "tenure.service", "tenure.app", "tenure.cli"},
     "fence": {"tenure.runtime", "tenure.ledger", "tenure.app", "tenure.service"},

@@ -40,6 +40,7 @@ from tests.test_worker_faults import ROOT, Workers
 pytestmark = pytest.mark.slow
 APP = "tests.support.apps:app"
 KEY = "io.tenure/idempotency-key"
+PRINCIPAL = "io.tenure/principal"
 
 
 class McpServer:
@@ -159,6 +160,8 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
             assert bad.is_error and "amount" in bad.content[0].text  # type: ignore[union-attr]
             bad_key = await mcp.call_tool("pay", {"amount": 1}, meta={KEY: 17})
             assert bad_key.is_error and "idempotency key" in bad_key.content[0].text  # type: ignore[union-attr]
+            bad_principal = await mcp.call_tool("pay", {"amount": 1}, meta={PRINCIPAL: "x" * 300})
+            assert bad_principal.is_error and "principal" in bad_principal.content[0].text  # type: ignore[union-attr]
             assert await in_thread(lambda: ledger.list(kind="pay")) == []
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -175,7 +178,10 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
             async with anyio.create_task_group() as group:
                 group.start_soon(kill_a_then_start_b)
                 seen["first"] = await mcp.call_tool(
-                    "pay", {"amount": 7}, progress_callback=progress, meta={KEY: "order-1"}
+                    "pay",
+                    {"amount": 7},
+                    progress_callback=progress,
+                    meta={KEY: "order-1", PRINCIPAL: "user:42"},
                 )
             seen["again"] = await mcp.call_tool("pay", {"amount": 7}, meta={KEY: "order-1"})
         return seen
@@ -188,10 +194,11 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
     assert seen["again"].meta["io.tenure/job-id"] == job_id
     assert seen["again"].structured_content == first.structured_content
     job = ledger.get(job_id)
-    assert (job.state, job.attempt, job.tenant) == (
+    assert (job.state, job.attempt, job.tenant, job.principal) == (
         JobState.SUCCEEDED,
         2,
         "acme" if transport != "stdio" else "default",
+        "user:42",
     )
     assert applied(bank) == Counter({f"tool-job:{job_id}:charge": 1})
     messages = seen["progress"]

@@ -130,6 +130,7 @@ def test_tenure_purge_command(db_url: str) -> None:
         "effects": 0,
         "events": 0,
         "kept_for_keys": 0,
+        "retrievals": 0,
         "batches": 0,
     }
     assert "would purge 1 jobs" in run("--older-than", "0s", "--dry-run").stdout

@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 # The submodules the README names after `import tenure` (`tenure.fence.headers(fx)`,
 # `tenure.replay.replay(...)`): both are plain Python, no extra needed.
-from tenure import fence, replay
+from tenure import checks, fence, replay
 from tenure.app import App, JobClass
 from tenure.errors import (
     AccessDenied,
@@ -40,7 +40,9 @@ from tenure.errors import (
     UnsupportedDatabase,
     WaitTimeout,
 )
+from tenure.evidence import Allowed, CodeResult, DocumentRef, Evidence, MediaRef
 from tenure.ledger import Ledger, connect
+from tenure.retrieval import Retriever
 from tenure.runtime.context import JobContext
 from tenure.runtime.worker import Worker
 from tenure.types import (
@@ -70,14 +72,18 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "TERMINAL_STATES",
     "AccessDenied",
+    "Allowed",
     "App",
     "AsyncClient",
     "CancelReason",
     "ChildFailed",
     "Client",
+    "CodeResult",
+    "DocumentRef",
     "Effect",
     "Event",
     "EventType",
+    "Evidence",
     "ExtendResult",
     "IdempotencyConflict",
     "InvalidArgument",
@@ -93,11 +99,13 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "Ledger",
+    "MediaRef",
     "NonRetryable",
     "OwnershipUnknown",
     "PayloadTooLarge",
     "PurgeReport",
     "ResumeRefused",
+    "Retriever",
     "ServiceUnavailable",
     "SignalConflict",
     "Stage",
@@ -118,6 +126,7 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "__version__",
+    "checks",
     "connect",
     "fence",
     "replay",

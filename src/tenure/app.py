@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from tenure import labels as label_rules
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
+from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
 from tenure.types import JSON
 
 Handler = Callable[..., Any]
@@ -21,6 +22,8 @@ ResumeCheck = Callable[[Any, dict[str, Any]], None]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 M = TypeVar("M", bound=Migration)
 A = TypeVar("A", bound=Callable[[Any, Any], Any])
+Narrowing = Callable[[str | None, str, str], bool]
+N = TypeVar("N", bound=Narrowing)
 
 DEFAULT_URL = "sqlite:///tenure.db"
 
@@ -162,6 +165,10 @@ class App:
         self.checkpoint_migrations: dict[str, dict[int, Migration]] = {}
         # kind -> business assertions of (payload, result), run by `tenure eval`
         self.assertions: dict[str, list[Callable[[Any, Any], Any]]] = {}
+        # name -> a search and its permission functions, used by `ctx.retrieve`
+        self.retrievers: dict[str, Retriever] = {}
+        # (parent principal, child principal, tenant) -> whether the child's is no wider
+        self.narrowing: Narrowing | None = None
         self._ledger: Ledger | None = None
 
     def job(
@@ -226,8 +233,10 @@ class App:
                     labels=None if labels is None else dict(labels),
                 )
             )
-            if labels is not None and self._ledger is not None:  # opened before this class
-                self._ledger.declare_labels({kind: labels})
+            if self._ledger is not None:  # opened before this class
+                if labels is not None:
+                    self._ledger.declare_labels({kind: labels})
+                self._ledger.declare_versions({kind: version})
             return handler
 
         return register
@@ -272,18 +281,51 @@ class App:
 
         return register
 
+    def retriever(
+        self,
+        name: str,
+        *,
+        index_version: Callable[[], Any],
+        cache_ttl: float = DEFAULT_CACHE_TTL,
+    ) -> Callable[[Search], Retriever]:
+        """Register a search function `fn(query, *, allowed, limit) -> list[DocumentRef]` as
+        the retriever `name`; `index_version()` names the index it searches. The decorator
+        returns a `Retriever`: give it `@r.permissions` and `@r.recheck` (and optionally
+        `@r.current_version`). `cache_ttl` seconds bound a cached result's life (0: no cache)."""
+
+        def register(search: Search) -> Retriever:
+            found = new_retriever(name, search, index_version, cache_ttl)
+            if name in self.retrievers:
+                raise InvalidJobClass(f"retriever {name!r} is already registered")
+            self.retrievers[name] = found
+            return found
+
+        return register
+
+    def narrows(self, fn: N) -> N:
+        """Register `fn(parent_principal, child_principal, tenant) -> bool`: whether a child
+        may act for `child_principal` when its parent acts for `parent_principal` (True only
+        for the same or a narrower one). Without it a child acts for its parent's principal
+        and naming another fails the parent."""
+        if not callable(fn):
+            raise InvalidJobClass(f"narrows needs a function, got {fn!r}")
+        self.narrowing = fn
+        return fn
+
     def connect(self, url: str | None = None, **overrides: Any) -> Ledger:
         """A new ledger on the app's database (or `url`); the caller closes it. `overrides`
         replace the app's connect options for this ledger. The classes' label declarations
         are written there, so that any process's submit is checked against them."""
         ledger = connect(url or self.url, **{**self.connect_options, **overrides})
         declared = {k: c.labels for k, c in self.job_classes.items() if c.labels is not None}
-        if declared:
-            try:
+        try:
+            if declared:
                 ledger.declare_labels(declared)
-            except BaseException:
-                ledger.close()
-                raise
+            if self.job_classes:
+                ledger.declare_versions({k: c.version for k, c in self.job_classes.items()})
+        except BaseException:
+            ledger.close()
+            raise
         return ledger
 
     @property

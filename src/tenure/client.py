@@ -38,6 +38,7 @@ from tenure.errors import (
     TenureError,
     TerminalJob,
 )
+from tenure.evidence import Evidence, reference_from
 from tenure.types import JSON, Event, EventType, Job, JobState
 
 # The server answers a long-poll after at most its --max-wait (30 s by default); each wait
@@ -94,7 +95,22 @@ def job_from_json(data: dict[str, Any]) -> Job:
     values: dict[str, Any] = {name: data.get(name) for name in Job.__dataclass_fields__}
     values.update({name: _time(data.get(name)) for name in times})
     values["state"] = JobState(data["state"])
+    values["evidence"] = ()  # the job's answer leaves it out: `evidence(job_id)` reads it
     return Job(**values)
+
+
+def evidence_from_json(data: dict[str, Any]) -> Evidence:
+    """An `Evidence` from the API's JSON."""
+    at = _time(data["at"])
+    assert at is not None
+    return Evidence(
+        seq=int(data["seq"]),
+        ref=reference_from(str(data["type"]), data["ref"]),
+        retriever=data.get("retriever"),
+        token=int(data["token"]),
+        attempt=int(data["attempt"]),
+        at=at,
+    )
 
 
 def event_from_json(data: dict[str, Any]) -> Event:
@@ -109,6 +125,8 @@ def event_from_json(data: dict[str, Any]) -> Event:
         token=data.get("token"),
         owner_id=data.get("owner_id"),
         detail=data.get("detail") or {},
+        version=data.get("version"),
+        idempotency_key=data.get("idempotency_key"),
     )
 
 
@@ -148,8 +166,11 @@ class _Calls:
         max_attempts: int | None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> _Call:
         body: dict[str, Any] = {"kind": kind, "payload": payload, "priority": priority}
+        if principal is not None:
+            body["principal"] = principal
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
         if max_attempts is not None:
@@ -174,6 +195,9 @@ class _Calls:
     def signal(self, job_id: str, name: str, payload: JSON) -> _Call:
         # Stored once per name: a resent signal is answered as the first.
         return _Call("POST", _path(job_id, "signals", name), payload, True)
+
+    def evidence(self, job_id: str) -> _Call:
+        return _Call("GET", _path(job_id, "evidence"))
 
     def events(self, job_id: str) -> _Call:
         return _Call("GET", _path(job_id, "events"))
@@ -231,11 +255,13 @@ class Client:
         max_attempts: int | None = None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> str:
         """Submit a job; its id. A repeated key returns the key's job (same kind and payload).
-        `labels` and `traceparent` as for `Ledger.submit` (the current span's by default)."""
+        `labels`, `traceparent` and `principal` as for `Ledger.submit` (the trace: the
+        current span's by default)."""
         call = self._calls.submit(
-            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent
+            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent, principal
         )
         return str(self._send(call)["id"])
 
@@ -268,6 +294,11 @@ class Client:
     def events(self, job_id: str) -> list[Event]:
         """The job's flight recorder, oldest first."""
         return [event_from_json(e) for e in self._send(self._calls.events(job_id))["events"]]
+
+    def evidence(self, job_id: str) -> list[Evidence]:
+        """The references the job recorded, in order."""
+        answer = self._send(self._calls.evidence(job_id))
+        return [evidence_from_json(e) for e in answer["evidence"]]
 
     def close(self) -> None:
         """Close the connections."""
@@ -313,10 +344,11 @@ class AsyncClient:
         max_attempts: int | None = None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> str:
         """See `Client.submit`."""
         call = self._calls.submit(
-            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent
+            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent, principal
         )
         return str((await self._send(call))["id"])
 
@@ -350,6 +382,11 @@ class AsyncClient:
         """See `Client.events`."""
         answer = await self._send(self._calls.events(job_id))
         return [event_from_json(e) for e in answer["events"]]
+
+    async def evidence(self, job_id: str) -> list[Evidence]:
+        """See `Client.evidence`."""
+        answer = await self._send(self._calls.evidence(job_id))
+        return [evidence_from_json(e) for e in answer["evidence"]]
 
     async def aclose(self) -> None:
         """Close the connections."""

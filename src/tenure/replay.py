@@ -21,6 +21,7 @@ from typing import Any
 
 from tenure.app import App
 from tenure.errors import InvalidArgument
+from tenure.evidence import DocumentRef
 from tenure.ledger import Ledger
 from tenure.runtime.waiting import StageNames, children_value, signal_value
 from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
@@ -75,6 +76,7 @@ class ReplayContext:
         self.attempt = job.attempt
         self.payload = job.payload
         self.variant = job.variant
+        self.principal = job.principal
         self.lease_until: datetime | None = None
         self.cancelled = threading.Event()
         self.cancel_reason: CancelReason | None = None
@@ -83,6 +85,7 @@ class ReplayContext:
         self._position = 0
         self._names = StageNames()
         self._checkpoint = copy.deepcopy(job.checkpoint) if isinstance(job.checkpoint, dict) else {}
+        self._evidence = job.evidence
 
     def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
         """Counted in the report (a candidate's steps may cost more), written nowhere."""
@@ -101,6 +104,21 @@ class ReplayContext:
 
     def note_evidence(self, reference: str) -> None:
         """Ignored during a replay."""
+
+    def evidence(self, ref: Any, *, retriever: str | None = None) -> None:
+        """Recorded nowhere during a replay."""
+
+    def retrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
+        """Search nothing: the document refs the job recorded from retriever `name`."""
+        found = [e.ref for e in self._evidence if e.retriever == name]
+        return [ref for ref in found if isinstance(ref, DocumentRef)][:limit]
+
+    async def aretrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
+        """`retrieve` for async handlers."""
+        return self.retrieve(name, query, limit)
+
+    def recheck_evidence(self) -> None:
+        """Nothing is rechecked during a replay."""
 
     def note_approval(self, summary: Any) -> None:
         """Ignored during a replay."""
@@ -127,7 +145,13 @@ class ReplayContext:
         return self._substitute(name, self._next())
 
     def spawn(
-        self, kind: str, payload: Any, *, name: str | None = None, priority: int | None = None
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        name: str | None = None,
+        priority: int | None = None,
+        principal: str | None = None,
     ) -> Any:
         """Spawn nothing: the recorded child's id."""
         stage = self._names.spawn(kind, name)[1]
@@ -150,9 +174,15 @@ class ReplayContext:
         return self.wait_for(name, timeout)
 
     async def aspawn(
-        self, kind: str, payload: Any, *, name: str | None = None, priority: int | None = None
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        name: str | None = None,
+        priority: int | None = None,
+        principal: str | None = None,
     ) -> Any:
-        return self.spawn(kind, payload, name=name, priority=priority)
+        return self.spawn(kind, payload, name=name, priority=priority, principal=principal)
 
     async def await_job(self, job: str | list[str], timeout: float | None = None) -> Any:
         return self.wait_job(job, timeout)

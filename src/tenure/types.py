@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tenure.evidence import Evidence
+
 JSON = Any
 """A JSON value: dict, list, str, int, float, bool or None."""
 
@@ -58,6 +60,7 @@ class EventType(enum.StrEnum):
     SIGNAL_RECEIVED = "signal_received"
     CHILD_SPAWNED = "child_spawned"
     JOB_RESUMED = "job_resumed"
+    EVIDENCE_RETRIEVED = "evidence_retrieved"
 
 
 class CancelReason(enum.StrEnum):
@@ -109,6 +112,15 @@ class Job:
     fixed labels are the class's, not stored per job)."""
     traceparent: str | None = None
     """The W3C trace context it was submitted in: its attempts are spans of that trace."""
+    principal: str | None = None
+    """Whom the job acts for (`user:42`), as its submit said; a child's is its parent's or a
+    narrower one. Shown, never interpreted by tenure: the app's permission functions are."""
+    version: int | None = None
+    """The version of its job class when it was submitted (as the app's classes declared it;
+    None when no app had declared the kind)."""
+    evidence: tuple[Evidence, ...] = ()
+    """The references it recorded (`ctx.evidence`, `ctx.retrieve`), in order: read by
+    `ledger.get`, empty in listings."""
 
     @property
     def terminal(self) -> bool:
@@ -141,6 +153,7 @@ class Lease:
     variant: str | None = None
     labels: dict[str, str] | None = None
     traceparent: str | None = None
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +167,10 @@ class Event:
     token: int | None
     owner_id: str | None
     detail: dict[str, Any]
+    version: int | None = None
+    """The job class's version the job was submitted under (`Job.version`)."""
+    idempotency_key: str | None = None
+    """The job's idempotency key; on an effect's events, the effect's key."""
 
 
 class StageKind(enum.StrEnum):
@@ -216,6 +233,7 @@ class PurgeReport:
     events: int = 0
     kept_for_keys: int = 0
     batches: int = 0
+    retrievals: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ tests.support.apps:app`. They talk to the test through marker files in $TENURE_T
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -278,3 +279,48 @@ def stuck_browse(ctx: tenure.JobContext, payload: Any) -> Any:
         return "stopped"
 
     return ctx.step("render", render)
+
+
+# -- evidence (tests/test_evidence.py): the library lives in a JSON file both processes read -
+def _library() -> dict[str, str]:
+    path = DIR / "library.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _library_ref(doc: str, version: str) -> tenure.DocumentRef:
+    digest = hashlib.sha256(f"{doc}@{version}".encode()).hexdigest()
+    return tenure.DocumentRef(f"lib://{doc}", version, digest)
+
+
+def _library_index() -> str:
+    """The index's version: it changes whenever a document does (a reindex)."""
+    return hashlib.sha256(json.dumps(sorted(_library().items())).encode()).hexdigest()[:12]
+
+
+@app.retriever("library", index_version=_library_index)
+def library(query: str, *, allowed: Any, limit: int) -> list[tenure.DocumentRef]:
+    return [_library_ref(doc, version) for doc, version in sorted(_library().items())][:limit]
+
+
+@library.permissions
+def library_permissions(principal: str | None, tenant: str) -> tenure.Allowed:
+    return tenure.Allowed(["all"], f"{principal}@1")
+
+
+@library.recheck
+def library_recheck(principal: str | None, refs: list[tenure.DocumentRef]) -> list[Any]:
+    return [ref for ref in refs if ref.source.removeprefix("lib://") in _library()]
+
+
+@library.current_version
+def library_current(ref: tenure.DocumentRef) -> tenure.DocumentRef | None:
+    version = _library().get(ref.source.removeprefix("lib://"))
+    return None if version is None else _library_ref(ref.source.removeprefix("lib://"), version)
+
+
+@app.job("cite", resume_checks=[tenure.checks.evidence_still_valid], **FAST)
+def cite(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Retrieves, then drafts (the test may kill -9 us inside the draft)."""
+    refs = ctx.retrieve("library", "anything")
+    ctx.step("draft", lambda: kill_point("cite_drafting"))
+    return [ref.source for ref in refs]

@@ -15,6 +15,7 @@ from tenure.cli.commands import (
     cmd_cancel,
     cmd_eval,
     cmd_events,
+    cmd_evidence,
     cmd_jobs,
     cmd_migrate,
     cmd_purge,
@@ -102,20 +103,7 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `tenure`."""
-    parser = argparse.ArgumentParser(
-        prog="tenure", description="Leased, fenced, durable jobs on SQLite and PostgreSQL."
-    )
-    _common(parser, top=True)
-    parser.add_argument("--version", action="version", version=f"tenure {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
-        return _add_command(sub, name, command, help)
-
-    add("migrate", cmd_migrate, "create or upgrade the schema")
-    p = add("submit", cmd_submit, "submit a job and print its id")
+def _add_submit(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind")
     p.add_argument("--payload", default="{}", help="the payload as JSON (default: {})")
     p.add_argument("--key", help="idempotency key (per tenant)")
@@ -130,6 +118,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="a label its job class leaves to the submitter (repeatable)",
     )
     p.add_argument("--traceparent", help="a W3C trace context the job's attempts join")
+    p.add_argument("--principal", help="whom the job acts for (e.g. user:42)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `tenure`."""
+    parser = argparse.ArgumentParser(
+        prog="tenure", description="Leased, fenced, durable jobs on SQLite and PostgreSQL."
+    )
+    _common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"tenure {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
+        return _add_command(sub, name, command, help)
+
+    add("migrate", cmd_migrate, "create or upgrade the schema")
+    _add_submit(add("submit", cmd_submit, "submit a job and print its id"))
     add("status", cmd_status, "show one job").add_argument("id")
     p = add("jobs", cmd_jobs, "list jobs, newest first")
     p.add_argument("--state", choices=[s.value for s in JobState])
@@ -138,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--after", metavar="ID", help="continue after this job id")
     add("events", cmd_events, "show a job's event timeline").add_argument("id")
+    add("evidence", cmd_evidence, "show the references a job recorded").add_argument("id")
     add("cancel", cmd_cancel, "cancel a job (and its unfinished children)").add_argument("id")
     p = add("signal", cmd_signal, "send a job a signal (an approval, an answer): once per name")
     p.add_argument("id")

@@ -58,6 +58,7 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
         priority=args.priority,
         labels=labels or None,
         traceparent=args.traceparent,
+        principal=args.principal,
     )
     job = ledger.get(job_id)
     if args.json:
@@ -89,6 +90,12 @@ def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
         ("updated", _when(job.updated_at)),
         ("payload sha256", job.payload_sha256),
     ]
+    if job.principal is not None:
+        rows.append(("principal", job.principal))
+    if job.version is not None:
+        rows.append(("class version", str(job.version)))
+    if job.evidence:
+        rows.append(("evidence", f"{len(job.evidence)} reference(s): tenure evidence {job.id}"))
     if job.parent_id is not None:
         rows.append(("parent", job.parent_id))
     if job.state is JobState.WAITING:
@@ -136,6 +143,25 @@ def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
             shown(
                 f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
                 f"owner={event.owner_id or '-'}  {detail}"
+            )
+        )
+    return EXIT_OK
+
+
+def cmd_evidence(ledger: Ledger, args: argparse.Namespace) -> int:
+    found = ledger.evidence(args.id)
+    if args.json:
+        _print_json([record.to_dict() for record in found])
+        return EXIT_OK
+    if not found:
+        print("no evidence recorded")
+    for record in found:
+        fields = " ".join(f"{k}={v}" for k, v in asdict(record.ref).items() if v is not None)
+        source = f"  retriever={record.retriever}" if record.retriever else ""
+        print(
+            shown(
+                f"{record.seq:>4}  {_when(record.at)}  {record.ref.type:8}  token={record.token}"
+                f"{source}  {fields}"
             )
         )
     return EXIT_OK
@@ -222,7 +248,8 @@ def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
         print(
             f"purged {report.jobs} jobs, {report.events} events, {report.stages} stages, "
             f"{report.effects} effects in {report.batches} batches; kept "
-            f"{report.kept_for_keys} for their idempotency keys"
+            f"{report.kept_for_keys} for their idempotency keys; removed "
+            f"{report.retrievals} cached retrievals"
         )
     return EXIT_OK
 

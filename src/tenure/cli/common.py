@@ -38,8 +38,10 @@ def _plain(value: Any) -> Any:
 
 
 def job_dict(job: Job) -> dict[str, Any]:
-    """A job as plain JSON-ready values."""
-    return dict(_plain(asdict(job)))
+    """A job as plain JSON-ready values (its evidence as `tenure evidence --json` shows it)."""
+    plain = dict(_plain(asdict(job)))
+    plain["evidence"] = [record.to_dict() for record in job.evidence]
+    return plain
 
 
 def event_dict(event: Event) -> dict[str, Any]:

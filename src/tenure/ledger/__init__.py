@@ -6,13 +6,14 @@
 - `reading`: get, list, events, stages, wait, figures; cancel and requeue;
 - `limits`: per-tenant concurrency limits; `tenants`: tenants and API keys;
 - `retention`: purge;
+- `evidence`: references a lease records, and the retrieval cache;
 - `waits`: signals, children, and the wait that settles or suspends a job.
 """
 
 from __future__ import annotations
 
 from tenure.ledger.core import DEFAULT_MAX_ATTEMPTS, backoff_delay
-from tenure.ledger.leases import Leases
+from tenure.ledger.evidence import EvidenceRecords
 from tenure.ledger.reading import MAX_LIST_LIMIT, Reading
 from tenure.ledger.retention import DEFAULT_KEY_RETENTION, Retention
 from tenure.ledger.submission import MAX_BATCH, Submission
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class Ledger(Waits, Submission, Leases, Reading, Tenants, Retention):
+class Ledger(Waits, Submission, EvidenceRecords, Reading, Tenants, Retention):
     """Durable, leased, fenced jobs. Create one with `tenure.connect(url)`.
 
     Every write that acts for a lease is conditional on the lease still being held by the

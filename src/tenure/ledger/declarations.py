@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from tenure import labels as label_rules
 from tenure.ledger.core import LedgerCore
-from tenure.validation import check_name
+from tenure.validation import check_int, check_name
 
 DECLARATIONS_CACHE = 1.0
 
@@ -38,6 +38,16 @@ class Declarations(LedgerCore):
         self.store.declare_labels(json.dumps(checked, sort_keys=True))
         with self._declared_lock:
             self._declared = None
+
+    def declare_versions(self, kinds: Mapping[str, int]) -> None:
+        """Store, for each kind, its job class's version: a job submitted afterwards, from any
+        process, keeps it (`Job.version`, and every event's `version`). Written where changed."""
+        checked = {
+            check_name(kind, "kind"): check_int(version, f"version of kind {kind!r}", 1)
+            for kind, version in kinds.items()
+        }
+        if checked:
+            self.store.declare_versions(json.dumps(checked, sort_keys=True))
 
     def declared_labels(self, *, fresh: bool = False) -> dict[str, label_rules.Declared]:
         """Every kind's declared labels (read again after a second, or now with `fresh`)."""

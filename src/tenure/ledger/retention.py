@@ -43,7 +43,8 @@ class Retention(LedgerCore):
         dry_run: bool = False,
     ) -> PurgeReport:
         """Delete terminal jobs last changed more than `older_than` ago (by the database's
-        clock), with their events, stages and effects.
+        clock), with their events, stages, effects and evidence, and the cached retrieval
+        results that expired or are older than `older_than`.
 
         Bounded batches (`batch_size` jobs looked at per transaction, in submission order), so
         it is safe while workers run: only jobs that are terminal when their batch runs go. A
@@ -73,6 +74,7 @@ class Retention(LedgerCore):
             if batch.scanned < scan or batch.reached_new:
                 break
             after = batch.last_seq
+        report.retrievals = self.store.purge_retrievals(age)
         emit(
             log,
             logging.INFO,
@@ -82,5 +84,6 @@ class Retention(LedgerCore):
             stages=report.stages,
             effects=report.effects,
             kept_for_keys=report.kept_for_keys,
+            retrievals=report.retrievals,
         )
         return report

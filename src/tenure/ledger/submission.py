@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from tenure import tracing
 from tenure.errors import IdempotencyConflict, InvalidArgument
+from tenure.evidence import check_principal
 from tenure.ledger.core import event_detail
 from tenure.ledger.declarations import Declarations
 from tenure.ledger.rollouts import Rollouts
@@ -37,6 +38,7 @@ class _Placement:
     delay_seconds: float
     labels_json: str | None = None
     traceparent: str | None = None
+    principal: str | None = None
 
 
 class Submission(Rollouts, Declarations):
@@ -54,6 +56,7 @@ class Submission(Rollouts, Declarations):
         run_after: datetime | timedelta | float | None = None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> str:
         """Persist a job and return its id at once.
 
@@ -62,6 +65,8 @@ class Submission(Rollouts, Declarations):
         `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
         `labels` sets keys the kind's job class leaves to the submitter (`tenure.labels`).
         `traceparent` (default: the current OpenTelemetry span's) puts its attempts in that trace.
+        `principal` says whom the job acts for (`user:42`; up to 256 characters): shown as
+        `Job.principal` and `ctx.principal`, interpreted only by the app's permission functions.
         """
         job_id, _ = self.submit_or_find(
             kind,
@@ -73,6 +78,7 @@ class Submission(Rollouts, Declarations):
             run_after=run_after,
             labels=labels,
             traceparent=traceparent,
+            principal=principal,
         )
         return job_id
 
@@ -89,11 +95,12 @@ class Submission(Rollouts, Declarations):
         parent_id: str | None = None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the job is new (False: the key's existing job).
         `parent_id` makes the job a child of that job (what `ctx.spawn` does)."""
         placement = self._placement(
-            kind, tenant, max_attempts, priority, run_after, labels, traceparent
+            kind, tenant, max_attempts, priority, run_after, labels, traceparent, principal
         )
         kind, tenant = placement.kind, placement.tenant
         if idempotency_key is not None:
@@ -133,16 +140,17 @@ class Submission(Rollouts, Declarations):
         run_after: datetime | timedelta | float | None = None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> builtins.list[str]:
         """Submit many jobs of one kind in one statement (one transaction on SQLite).
 
         All or nothing: a payload that is not JSON or too large rejects the whole batch before
         anything is written. No idempotency keys here: a keyed job goes through `submit`.
-        Returns the new ids in the order of `payloads`; `labels` and `traceparent` as for
-        `submit`, the same for every job of the batch.
+        Returns the new ids in the order of `payloads`; `labels`, `traceparent` and
+        `principal` as for `submit`, the same for every job of the batch.
         """
         placement = self._placement(
-            kind, tenant, max_attempts, priority, run_after, labels, traceparent
+            kind, tenant, max_attempts, priority, run_after, labels, traceparent, principal
         )
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument("payloads must be a list of JSON values")
@@ -166,6 +174,7 @@ class Submission(Rollouts, Declarations):
         run_after: datetime | timedelta | float | None,
         labels: dict[str, str] | None = None,
         traceparent: str | None = None,
+        principal: str | None = None,
     ) -> _Placement:
         """Validate what a submit shares with every job of a batch."""
         attempts = self.default_max_attempts if max_attempts is None else max_attempts
@@ -184,6 +193,7 @@ class Submission(Rollouts, Declarations):
             delay_seconds=delay,
             labels_json=self._submitted_labels(kind, labels),
             traceparent=traceparent,
+            principal=None if principal is None else check_principal(principal),
         )
 
     def _new_job(
@@ -222,6 +232,7 @@ class Submission(Rollouts, Declarations):
             held=held,
             labels_json=placement.labels_json,
             traceparent=placement.traceparent,
+            principal=placement.principal,
         )
         return job, encoded
 

@@ -88,9 +88,11 @@ class Waits(Submission, Leases, Reading):
         *,
         max_attempts: int | None = None,
         priority: int | None = None,
+        principal: str | None = None,
     ) -> tuple[str, bool]:
         """Submit the lease's job's child `name` once: its key is stable across the parent's
-        attempts, its tenant the parent's. Returns its id and whether it is new."""
+        attempts, its tenant the parent's, its principal the parent's unless `principal` (one
+        the caller checked is no wider). Returns its id and whether it is new."""
         try:
             child_id, new = self.submit_or_find(
                 kind,
@@ -100,6 +102,7 @@ class Waits(Submission, Leases, Reading):
                 max_attempts=max_attempts,
                 priority=0 if priority is None else priority,
                 parent_id=lease.job_id,
+                principal=lease.principal if principal is None else principal,
             )
         except IdempotencyConflict:
             raise InvalidArgument(

@@ -53,6 +53,7 @@ from tenure.mcp.tools import (
 from tenure.types import Job, JobState, StageStatus
 
 KEY_META = "io.tenure/idempotency-key"
+PRINCIPAL_META = "io.tenure/principal"
 # A call whose client asked for progress reads its job this often while it waits.
 PROGRESS_READ_SECONDS = 1.0
 # The scope of the admin key's access token (every tenant): a scope, not a client id, so that no
@@ -64,7 +65,8 @@ Context = ServerRequestContext[Any, Any]
 INSTRUCTIONS = (
     "Each tool runs as a durable tenure job: it survives worker crashes and is fenced so that "
     "a stale worker cannot repeat its effects. Give _meta['io.tenure/idempotency-key'] to make "
-    "a retried call find the same job. tenure_status, tenure_result, tenure_signal and "
+    "a retried call find the same job, and _meta['io.tenure/principal'] to say whom it acts "
+    "for. tenure_status, tenure_result, tenure_signal and "
     "tenure_cancel act on a job by the id a call reports."
 )
 
@@ -112,21 +114,22 @@ class TenureMcp:
         errors = tool.argument_errors(arguments)
         if errors:
             return error_result("invalid arguments, no job was made: " + "; ".join(errors))
+        meta = params.meta or {}
         try:
             job_id, _ = await _run(
                 self.ledger.submit_or_find,
                 tool.kind,
                 arguments,
-                idempotency_key=(params.meta or {}).get(KEY_META),
+                idempotency_key=meta.get(KEY_META),
                 tenant=caller.submits_as,
                 max_attempts=tool.max_attempts,
+                principal=meta.get(PRINCIPAL_META),
             )
         except (IdempotencyConflict, InvalidArgument) as exc:  # a bad key, a payload too large
             return error_result(str(exc))
         if _declares_tasks(ctx):
             # The job is committed: a tasks/get for this id resolves from here on.
             return task_of(await _run(self.ledger.get, job_id), result_type="task")
-        meta = params.meta or {}
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
         wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
         return job_result(await self._await(ctx, job_id, progress=wants_progress))

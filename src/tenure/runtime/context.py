@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import json
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ from tenure.errors import (
     StageMismatch,
     TenureError,
 )
+from tenure.evidence import DocumentRef, Reference
+from tenure.runtime.evidence import child_principal, recheck_evidence, retrieve
 from tenure.runtime.waiting import StageNames, children_value, signal_value
 from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest
 from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
@@ -75,6 +79,8 @@ class JobContext:
         self.payload = lease.payload
         # The rollout variant the job got at submit (None: stable): a model, a prompt version.
         self.variant = lease.variant
+        # Whom the job acts for, as its submit said (a child: its parent's, or narrower).
+        self.principal = lease.principal
         self._run = run
         self._ledger = ledger
         self._keeper = keeper
@@ -119,11 +125,50 @@ class JobContext:
         with self._lock:
             return copy.deepcopy(self._envelope)
 
+    def evidence(self, ref: Reference, *, retriever: str | None = None) -> None:
+        """Record what the job relied on: a `DocumentRef`, `CodeResult` or `MediaRef`
+        (references, never content). Written at once with this attempt's token (`LeaseLost`
+        if the lease is gone: a stale owner adds no evidence), shown by `Job.evidence`, and
+        kept in the checkpoint's "evidence" list. `retriever` names the registered retriever
+        whose recheck and current_version judge a document ref at a resume."""
+        self._ledger.record_evidence(self._run.lease, ref, retriever=retriever)
+        self._note(ref)
+
+    def recheck_evidence(self) -> None:
+        """Recheck the job's recorded document refs (see `tenure.checks.evidence_still_valid`):
+        raises `ResumeRefused` with `evidence_revoked` or `evidence_changed`."""
+        recheck_evidence(self._ledger, self._run.lease, self._run.rules)
+
+    def retrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
+        """Search the app's retriever `name` for this job's principal and tenant: its
+        permissions limit the candidates, a cached result (same tenant, permission version,
+        index version, normalised query and limit) or the search answers, its recheck drops
+        what is no longer allowed, and the refs returned are recorded as evidence."""
+        refs = retrieve(self._ledger, self._run.lease, self._run.rules, name, query, limit)
+        for ref in refs:
+            self._note(ref)
+        return refs
+
+    async def aretrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
+        """`retrieve` for async handlers."""
+        return await asyncio.to_thread(self.retrieve, name, query, limit)
+
     def note_evidence(self, reference: str) -> None:
-        """Add an evidence reference (a document id and version, a URL) to the checkpoint;
-        saved with the next recorded stage. References, not content."""
+        """Deprecated (use `evidence` with a typed reference): add a reference string to the
+        checkpoint only; saved with the next recorded stage."""
+        warnings.warn(
+            "ctx.note_evidence is deprecated: record a tenure.DocumentRef, CodeResult or "
+            "MediaRef with ctx.evidence(ref)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         with self._lock:
             self._envelope.setdefault("evidence", []).append(str(reference))
+
+    def _note(self, ref: Reference) -> None:
+        with self._lock:
+            noted = {"type": ref.type, **dataclasses.asdict(ref)}
+            self._envelope.setdefault("evidence", []).append(noted)
 
     def note_approval(self, summary: Any) -> None:
         """Add an approval summary (who approved what, when) to the checkpoint; saved with
@@ -200,11 +245,19 @@ class JobContext:
         return signal_value(outcome, name, seconds)
 
     def spawn(
-        self, kind: str, payload: JSON, *, name: str | None = None, priority: int | None = None
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        name: str | None = None,
+        priority: int | None = None,
+        principal: str | None = None,
     ) -> str:
         """Submit a child job once (its key is stable across this job's attempts) and return
         its id. `kind` must be in the class's `spawns`; the child gets this job's tenant and
-        runs under its own class's lease, attempts and timeouts."""
+        runs under its own class's lease, attempts and timeouts. It acts for this job's
+        principal, or for `principal` when the app's `@app.narrows` function says it is no
+        wider (else the job fails, `principal_widened`)."""
         allowed = self._run.job_class.spawns
         if kind not in allowed:
             raise NonRetryable(
@@ -217,11 +270,15 @@ class JobContext:
             child = check_name(name, "child name") if name is not None else None
         except InvalidArgument as exc:
             raise NonRetryable(str(exc), code="invalid_spawn") from None
-        child, stage = self._names.spawn(kind, child)
         lease = self._run.lease
+        acting_for = child_principal(self._run.rules, lease, principal, kind)
+        child, stage = self._names.spawn(kind, child)
         return str(
             self.step(
-                stage, lambda: self._ledger.spawn(lease, child, kind, payload, priority=priority)[0]
+                stage,
+                lambda: self._ledger.spawn(
+                    lease, child, kind, payload, priority=priority, principal=acting_for
+                )[0],
             )
         )
 
@@ -250,10 +307,18 @@ class JobContext:
         return await asyncio.to_thread(self.wait_for, name, timeout)
 
     async def aspawn(
-        self, kind: str, payload: JSON, *, name: str | None = None, priority: int | None = None
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        name: str | None = None,
+        priority: int | None = None,
+        principal: str | None = None,
     ) -> str:
         """`spawn` for async handlers."""
-        return await asyncio.to_thread(self.spawn, kind, payload, name=name, priority=priority)
+        return await asyncio.to_thread(
+            self.spawn, kind, payload, name=name, priority=priority, principal=principal
+        )
 
     async def await_job(self, job: str | list[str], timeout: float | None = None) -> JSON:
         """`wait_job` for async handlers."""

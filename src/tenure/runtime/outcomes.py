@@ -138,7 +138,13 @@ class Outcomes:
         elif isinstance(exc, ResumeRefused):
             run.log(logging.WARNING, "resume_refused", code=exc.code)
             self._ledger.record(run.lease, EventType.RESUME_REFUSED, code=exc.code)
-            self.fail(run, {"code": exc.code}, retryable=False)
+            # Like a NonRetryable's: the message (it may name documents) in the job's error.
+            kept = self._app.keep_error_messages and exc.message
+            self.fail(
+                run,
+                {"code": exc.code, **({"message": exc.message} if kept else {})},
+                retryable=False,
+            )
         elif isinstance(exc, ToolOutcomeUnknown):
             run.tool_outcome_unknown(self._ledger, "tool_error")
             self.fail(run, {"code": "tool_outcome_unknown"}, retryable=True)

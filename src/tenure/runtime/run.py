@@ -19,6 +19,7 @@ from tenure.app import JobClass
 from tenure.errors import StoreUnavailable
 from tenure.ledger import Ledger
 from tenure.logs import emit
+from tenure.runtime.evidence import NO_RULES, EvidenceRules
 from tenure.tracing import NO_TRACE, AttemptTrace
 from tenure.types import CancelReason, EventType, Lease
 
@@ -33,9 +34,12 @@ class JobRun:
     lease length (the database's lease started no earlier than that).
     """
 
-    def __init__(self, lease: Lease, job_class: JobClass, sent_at: float) -> None:
+    def __init__(
+        self, lease: Lease, job_class: JobClass, sent_at: float, rules: EvidenceRules = NO_RULES
+    ) -> None:
         self.lease = lease
         self.job_class = job_class
+        self.rules = rules  # the app's retrievers and narrowing function
         # Its class's fixed labels and its submit's: what its metrics and spans are broken
         # down by (`label_items`, sorted, is the counters' key).
         self.labels = job_class.labels_of(lease.labels)

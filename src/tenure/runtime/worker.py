@@ -39,6 +39,7 @@ from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import Suspended
+from tenure.runtime.evidence import EvidenceRules
 from tenure.runtime.failures import FailureRun
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
@@ -444,7 +445,8 @@ class Worker:
         return claimed
 
     def _start(self, lease: Lease, sent_at: float) -> None:
-        run = JobRun(lease, self.app.job_classes[lease.kind], sent_at)
+        rules = EvidenceRules(self.app.retrievers, self.app.narrowing)
+        run = JobRun(lease, self.app.job_classes[lease.kind], sent_at, rules)
         with self._runs_lock:
             self._runs[lease.job_id] = run
         keeper = self._state().keeper

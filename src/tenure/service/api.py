@@ -17,6 +17,8 @@ from tenure.service.errors import ApiError, documented
 from tenure.service.models import (
     EventList,
     EventOut,
+    EvidenceList,
+    EvidenceOut,
     JobOut,
     JobPage,
     JobRef,
@@ -78,6 +80,7 @@ def submit(
         priority=body.priority,
         labels=body.labels,
         traceparent=traceparent,
+        principal=body.principal,
     )
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if created:
@@ -149,6 +152,17 @@ def job_events(job_id: str, request: Request, caller: Caller) -> EventList:
     ledger = ledger_of(request)
     job = _visible(ledger, caller, job_id)
     return EventList(events=[EventOut.model_validate(e) for e in ledger.events(job.id)])
+
+
+@router.get(
+    "/jobs/{job_id}/evidence", response_model=EvidenceList, responses=documented(*_AUTH, 404)
+)
+def job_evidence(job_id: str, request: Request, caller: Caller) -> EvidenceList:
+    """The references the job recorded (documents, code results, media), in order."""
+    ledger = ledger_of(request)
+    job = _visible(ledger, caller, job_id)
+    found = ledger.evidence(job.id)
+    return EvidenceList(evidence=[EvidenceOut.model_validate(e.to_dict()) for e in found])
 
 
 @router.get("/jobs/{job_id}/stages", response_model=StageList, responses=documented(*_AUTH, 404))

@@ -23,6 +23,7 @@ from tenure.errors import StoreUnavailable
 from tenure.labels import Declared, JobCounts
 from tenure.ledger import Ledger
 from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
+from tenure.storage.evidence import RetrievalTotals
 from tenure.types import JobState
 
 
@@ -126,6 +127,7 @@ class DatabaseCollector(Collector):
             totals = self.ledger.event_totals(self.by_tenant)
             overdue = self.ledger.overdue_stages(self.by_tenant)
             declared = self.ledger.declared_labels()
+            retrievals = self.ledger.retrieval_totals()
         except StoreUnavailable:
             up.add_metric([], 0)
             yield up
@@ -145,6 +147,7 @@ class DatabaseCollector(Collector):
         }
         yield from self._overdue(overdue, series, running)
         yield from self._events(figures, totals, series)
+        yield from _retrievals(retrievals)
 
     def _queue(self, figures: list[QueueFigure], series: _Series) -> Iterator[Metric]:
         names = series.names
@@ -211,6 +214,30 @@ class DatabaseCollector(Collector):
             for t in totals:
                 counts[series.key(t.kind, t.tenant, t.labels)] += getattr(t, field)
             yield _family(CounterMetricFamily, name, help_text, series.names, counts)
+
+
+def _retrievals(totals: list[RetrievalTotals]) -> Iterator[Metric]:
+    """Lookups by retriever and cache outcome, and refs a recheck dropped, by retriever."""
+    lookups: dict[Key, float] = {
+        (t.retriever, outcome): n
+        for t in totals
+        for outcome, n in (("hit", t.hits), ("miss", t.misses))
+    }
+    dropped: dict[Key, float] = {(t.retriever,): t.dropped for t in totals}
+    yield _family(
+        CounterMetricFamily,
+        "tenure_retrievals",
+        "ctx.retrieve calls, by retriever and whether the cache answered (hit) or a search (miss)",
+        ["retriever", "cache"],
+        lookups,
+    )
+    yield _family(
+        CounterMetricFamily,
+        "tenure_retrieval_refs_dropped",
+        "refs a retriever's recheck dropped before they were returned (a revoked permission)",
+        ["retriever"],
+        dropped,
+    )
 
 
 def _keep(

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from tenure.evidence import MAX_PRINCIPAL_LENGTH
 from tenure.types import JobState
 from tenure.validation import (
     INT32_MAX,
@@ -48,6 +49,13 @@ class SubmitRequest(BaseModel):
         description="label keys the kind's job class leaves to the submitter (at most 8, "
         "values of 1 to 64 printable characters)",
     )
+    principal: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PRINCIPAL_LENGTH,
+        description="whom the job acts for (e.g. user:42), as the app's permission functions "
+        "understand it; no control characters",
+    )
 
 
 class JobRef(BaseModel):
@@ -88,6 +96,27 @@ class JobOut(BaseModel):
     variant: str | None = None
     labels: dict[str, str] | None = None
     traceparent: str | None = None
+    principal: str | None = None
+    version: int | None = None
+
+
+class EvidenceOut(BaseModel):
+    """One reference a job recorded (never content): `ref` holds the fields of a
+    DocumentRef (`type` document), CodeResult (code) or MediaRef (media)."""
+
+    seq: int
+    type: str
+    ref: dict[str, Any]
+    retriever: str | None
+    token: int
+    attempt: int
+    at: datetime
+
+
+class EvidenceList(BaseModel):
+    """A job's evidence, in the order recorded."""
+
+    evidence: list[EvidenceOut]
 
 
 class SignalOut(BaseModel):
@@ -121,6 +150,8 @@ class EventOut(BaseModel):
     token: int | None
     owner_id: str | None
     detail: Annotated[dict[str, Any], AfterValidator(_readable)]
+    version: int | None = None
+    idempotency_key: str | None = None
 
 
 class EventList(BaseModel):

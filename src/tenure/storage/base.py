@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from tenure.storage.evidence import EvidenceStore
 from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
 from tenure.types import (
     JSON,
@@ -50,6 +51,7 @@ class NewJob:
     held: bool = False  # a tripped rollout's: `waiting` for the signal `release`
     labels_json: str | None = None  # what the submit set, canonical JSON
     traceparent: str | None = None
+    principal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +192,7 @@ class FenceTx(Protocol):
         ...
 
 
-class Store(Protocol):
+class Store(EvidenceStore, Protocol):
     """What the ledger needs from a database. See the module docstring."""
 
     # Whether two writing statements can run at once (PostgreSQL), or take turns on one lock

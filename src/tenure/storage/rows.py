@@ -91,6 +91,8 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         variant=row["variant"],
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
+        principal=row["principal"],
+        version=None if row["version"] is None else int(row["version"]),
     )
 
 
@@ -114,6 +116,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         variant=row["variant"],
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
+        principal=row["principal"],
     )
 
 
@@ -127,6 +130,8 @@ def event_from_row(row: Row, decode: Decoder) -> Event:
         token=None if row["token"] is None else int(row["token"]),
         owner_id=row["owner_id"],
         detail=decode.json(row["detail"]) or {},
+        version=None if row["version"] is None else int(row["version"]),
+        idempotency_key=row["idempotency_key"],
     )
 
 

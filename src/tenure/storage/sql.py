@@ -44,6 +44,7 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
 from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest, decide, wait_document
 from tenure.types import Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
 
@@ -58,7 +59,7 @@ class Tx(Protocol):
         ...
 
 
-class SqlStore(Store, ABC):
+class SqlStore(SqlEvidence, Store, ABC):
     """The dialect-independent half of a `Store`. See the module docstring."""
 
     decode: Decoder
@@ -280,7 +281,10 @@ class SqlStore(Store, ABC):
     def get(self, job_id: str) -> Job | None:
         """The job, or None."""
         rows = self._read_rows("get", {"job_id": job_id})
-        return job_from_row(rows[0], self.decode) if rows else None
+        if not rows:
+            return None
+        evidence = evidence_of_job(self.decode.json(rows[0]["evidence"]))
+        return replace(job_from_row(rows[0], self.decode), evidence=evidence)
 
     def list_jobs(
         self,

@@ -21,7 +21,8 @@ inserted AS (
     -- A job held by a tripped rollout waits for the signal `release`, due never until then.
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                              payload_sha256, run_after, priority, created_at, updated_at,
-                             parent_id, variant, state, wait, labels, traceparent)
+                             parent_id, variant, state, wait, labels, traceparent, principal,
+                             version)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
            CASE WHEN %(held)s THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -30,7 +31,8 @@ inserted AS (
            %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s,
            CASE WHEN %(held)s THEN 'waiting' ELSE 'queued' END,
            CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
-           %(labels)s::jsonb, %(traceparent)s
+           %(labels)s::jsonb, %(traceparent)s, %(principal)s,
+           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -56,7 +58,7 @@ given AS (
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
                              priority, created_at, updated_at, variant, state, wait, labels,
-                             traceparent)
+                             traceparent, principal, version)
     SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
            given.payload_sha256,
            CASE WHEN given.held THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -65,7 +67,8 @@ inserted AS (
            %(priority)s, clock.now, clock.now, given.variant,
            CASE WHEN given.held THEN 'waiting' ELSE 'queued' END,
            CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
-           %(labels)s::jsonb, %(traceparent)s
+           %(labels)s::jsonb, %(traceparent)s, %(principal)s,
+           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
     FROM given, clock
     ORDER BY given.position
     RETURNING id, created_at, run_after <= created_at AS due
@@ -213,7 +216,7 @@ claimed AS (
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
               j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
-              j.labels, j.traceparent, clock.now AS claimed_at, candidate.was_state,
+              j.labels, j.traceparent, j.principal, clock.now AS claimed_at, candidate.was_state,
               candidate.was_owner, candidate.was_token
 ),
 logged AS (
@@ -245,11 +248,11 @@ logged AS (
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
        max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
-       variant, labels, traceparent
+       variant, labels, traceparent, principal
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 
@@ -446,7 +449,12 @@ WHERE id = ANY (%(ids)s::uuid[]) AND state IN ('succeeded', 'failed', 'cancelled
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant, labels, traceparent
+       wait, variant, labels, traceparent, principal, version,
+       (SELECT jsonb_agg(jsonb_build_object('seq', v.seq, 'type', v.type, 'ref', v.ref,
+                                            'retriever', v.retriever, 'token', v.token,
+                                            'attempt', v.attempt,
+                                            'at', extract(epoch FROM v.at)) ORDER BY v.seq)
+        FROM tenure_evidence v WHERE v.job_id = tenure_jobs.id) AS evidence
 FROM tenure_jobs
 WHERE id = %(job_id)s::uuid;
 
@@ -454,7 +462,7 @@ WHERE id = %(job_id)s::uuid;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant, labels, traceparent
+       wait, variant, labels, traceparent, principal, version
 FROM tenure_jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
@@ -465,10 +473,20 @@ ORDER BY seq DESC
 LIMIT %(limit)s;
 
 -- name: events
-SELECT seq, job_id::text AS job_id, type, at, token, owner_id, detail
-FROM tenure_events
-WHERE job_id = %(job_id)s::uuid
-ORDER BY seq;
+-- Each event with the job's class version and idempotency key; an effect's events (found by
+-- the stage position in their detail) with the effect's key instead.
+SELECT e.seq, e.job_id::text AS job_id, e.type, e.at, e.token, e.owner_id, e.detail,
+       j.version, COALESCE(f.idempotency_key, j.idempotency_key) AS idempotency_key
+FROM tenure_events e
+LEFT JOIN tenure_jobs j ON j.id = e.job_id
+LEFT JOIN tenure_stages s
+       ON s.job_id = e.job_id AND s.kind = 'effect'
+      AND e.type IN ('tool_request_started', 'tool_outcome_unknown', 'step_done',
+                     'step_in_doubt', 'step_failed')
+      AND s.position::text = e.detail ->> 'position'
+LEFT JOIN tenure_effects f ON f.job_id = s.job_id AND f.name = s.name
+WHERE e.job_id = %(job_id)s::uuid
+ORDER BY e.seq;
 
 -- name: stages
 SELECT position, name, kind, status, token, result
@@ -687,7 +705,7 @@ ON CONFLICT (kind) DO UPDATE SET labels = EXCLUDED.labels, updated_at = EXCLUDED
 WHERE tenure_kinds.labels IS DISTINCT FROM EXCLUDED.labels;
 
 -- name: declared_labels
-SELECT kind, labels FROM tenure_kinds ORDER BY kind;
+SELECT kind, labels FROM tenure_kinds WHERE jsonb_typeof(labels) = 'object' ORDER BY kind;
 
 -- name: create_tenant
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -956,7 +974,7 @@ SELECT id::text AS id FROM suspended;
 SELECT id::text AS id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at,
        attempt, max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint,
        result, error, run_after, priority, created_at, updated_at, parent_id::text AS parent_id,
-       wait, variant, labels, traceparent
+       wait, variant, labels, traceparent, principal, version
 FROM tenure_jobs
 WHERE parent_id = %(job_id)s::uuid
 ORDER BY seq;
@@ -1008,3 +1026,65 @@ FROM tenure_jobs j
 WHERE j.kind = %(kind)s
   AND j.created_at >= (SELECT r.started_at FROM tenure_rollouts r WHERE r.kind = %(kind)s)
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s);
+
+-- Evidence (see storage.sql_evidence): references written with the lease, the retrieval
+-- cache per tenant, the class versions apps declare.
+
+-- name: record_evidence
+-- guard: lease
+-- One row per reference and job: a later attempt recording it again takes it over (its token).
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+owned AS (
+    SELECT j.id, clock.now AS at FROM tenure_jobs j, clock
+    WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
+      AND j.fencing_token = %(token)s AND j.lease_until > clock.now
+    FOR KEY SHARE OF j
+)
+INSERT INTO tenure_evidence (job_id, ref_sha256, type, ref, retriever, token, attempt, at)
+SELECT id, %(ref_sha256)s, %(type)s, %(ref)s::jsonb, %(retriever)s, %(token)s, %(attempt)s, at
+FROM owned
+ON CONFLICT (job_id, ref_sha256) DO UPDATE
+SET token = EXCLUDED.token, attempt = EXCLUDED.attempt, at = EXCLUDED.at
+RETURNING job_id;
+
+-- name: evidence
+SELECT seq, type, ref, retriever, token, attempt, at FROM tenure_evidence
+WHERE job_id = %(job_id)s::uuid
+ORDER BY seq;
+
+-- name: cached_retrieval
+SELECT refs FROM tenure_retrievals
+WHERE tenant = %(tenant)s AND key = %(key)s AND expires_at > clock_timestamp();
+
+-- name: cache_retrieval
+INSERT INTO tenure_retrievals (tenant, key, retriever, refs, created_at, expires_at)
+SELECT %(tenant)s, %(key)s, %(retriever)s, %(refs)s::jsonb, clock_timestamp(),
+       clock_timestamp() + make_interval(secs => %(ttl)s)
+ON CONFLICT (tenant, key) DO UPDATE
+SET retriever = EXCLUDED.retriever, refs = EXCLUDED.refs, created_at = EXCLUDED.created_at,
+    expires_at = EXCLUDED.expires_at;
+
+-- name: purge_retrievals
+DELETE FROM tenure_retrievals
+WHERE expires_at <= clock_timestamp()
+   OR created_at < clock_timestamp() - make_interval(secs => %(older_than)s)
+RETURNING key;
+
+-- name: declare_versions
+-- `versions` is a JSON object of kind -> the version of its job class.
+INSERT INTO tenure_kinds (kind, labels, version, updated_at)
+SELECT g.key, 'null'::jsonb, g.value::integer, clock_timestamp()
+FROM jsonb_each_text(%(versions)s::jsonb) AS g
+ON CONFLICT (kind) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at
+WHERE tenure_kinds.version IS DISTINCT FROM EXCLUDED.version;
+
+-- name: retrieval_totals
+-- Per retriever: lookups answered from the cache, by a search, and refs a recheck dropped.
+SELECT e.detail ->> 'retriever' AS retriever,
+       count(*) FILTER (WHERE e.detail ->> 'cache' = 'hit') AS hits,
+       count(*) FILTER (WHERE e.detail ->> 'cache' = 'miss') AS misses,
+       COALESCE(sum((e.detail ->> 'dropped')::bigint), 0) AS dropped
+FROM tenure_events e
+WHERE e.type = 'evidence_retrieved'
+GROUP BY 1
+ORDER BY 1;

@@ -308,6 +308,7 @@ class PostgresStore(SqlStore):
                 "held": job.held,
                 "labels": job.labels_json,
                 "traceparent": job.traceparent,
+                "principal": job.principal,
             },
         )
         return bool(rows)
@@ -334,6 +335,7 @@ class PostgresStore(SqlStore):
                 "priority": first.priority,
                 "labels": first.labels_json,
                 "traceparent": first.traceparent,
+                "principal": first.principal,
             },
         )
         return int(rows[0]["inserted"])

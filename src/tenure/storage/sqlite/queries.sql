@@ -13,13 +13,14 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 -- A job held by a tripped rollout (`held`) waits for the signal `release`, due never until then.
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                          payload_sha256, run_after, priority, created_at, updated_at, parent_id,
-                         variant, state, wait, labels, traceparent)
+                         variant, state, wait, labels, traceparent, principal, version)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
         CASE WHEN :held THEN 253402300799.0 ELSE COALESCE(:run_at, :now + :delay) END,
         :priority, :now, :now, :parent_id, :variant,
         CASE WHEN :held THEN 'waiting' ELSE 'queued' END,
         CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1}') END,
-        :labels, :traceparent)
+        :labels, :traceparent, :principal,
+        (SELECT version FROM tenure_kinds WHERE kind = :kind))
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 
@@ -28,7 +29,7 @@ RETURNING id;
 -- held]: one statement for the whole batch, read element by element (linear in the batch).
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
                          priority, created_at, updated_at, variant, state, wait, labels,
-                         traceparent)
+                         traceparent, principal, version)
 SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 253402300799.0
@@ -36,7 +37,7 @@ SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        :priority, :now, :now, json_extract(g.value, '$[4]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 'waiting' ELSE 'queued' END,
        CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1}') END,
-       :labels, :traceparent
+       :labels, :traceparent, :principal, (SELECT version FROM tenure_kinds WHERE kind = :kind)
 FROM json_each(:jobs) AS g
 ORDER BY g.key;
 
@@ -124,7 +125,7 @@ SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds
     updated_at = :now
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
-          lease_until, wait, variant, labels, traceparent, :now AS claimed_at;
+          lease_until, wait, variant, labels, traceparent, principal, :now AS claimed_at;
 
 -- name: extend_many
 -- guard: lease
@@ -214,7 +215,12 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('succeeded', 'fail
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
        run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
-       traceparent
+       traceparent, principal, version,
+       (SELECT json_group_array(json_object('seq', v.seq, 'type', v.type, 'ref', json(v.ref),
+                                            'retriever', v.retriever, 'token', v.token,
+                                            'attempt', v.attempt, 'at', v.at))
+        FROM (SELECT * FROM tenure_evidence WHERE job_id = tenure_jobs.id ORDER BY seq) AS v)
+           AS evidence
 FROM tenure_jobs
 WHERE id = :job_id;
 
@@ -222,7 +228,7 @@ WHERE id = :job_id;
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
        run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
-       traceparent
+       traceparent, principal, version
 FROM tenure_jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
@@ -233,10 +239,20 @@ ORDER BY rowid DESC
 LIMIT :limit;
 
 -- name: events
-SELECT seq, job_id, type, at, token, owner_id, detail
-FROM tenure_events
-WHERE job_id = :job_id
-ORDER BY seq;
+-- Each event with the job's class version and idempotency key; an effect's events (found by
+-- the stage position in their detail) with the effect's key instead.
+SELECT e.seq, e.job_id, e.type, e.at, e.token, e.owner_id, e.detail,
+       j.version, COALESCE(f.idempotency_key, j.idempotency_key) AS idempotency_key
+FROM tenure_events e
+LEFT JOIN tenure_jobs j ON j.id = e.job_id
+LEFT JOIN tenure_stages s
+       ON s.job_id = e.job_id AND s.kind = 'effect'
+      AND e.type IN ('tool_request_started', 'tool_outcome_unknown', 'step_done',
+                     'step_in_doubt', 'step_failed')
+      AND s.position = json_extract(e.detail, '$.position')
+LEFT JOIN tenure_effects f ON f.job_id = s.job_id AND f.name = s.name
+WHERE e.job_id = :job_id
+ORDER BY e.seq;
 
 -- name: stages
 SELECT position, name, kind, status, token, result
@@ -406,7 +422,7 @@ ON CONFLICT (kind) DO UPDATE SET labels = excluded.labels, updated_at = excluded
 WHERE tenure_kinds.labels IS NOT excluded.labels;
 
 -- name: declared_labels
-SELECT kind, labels FROM tenure_kinds ORDER BY kind;
+SELECT kind, labels FROM tenure_kinds WHERE json_type(labels) = 'object' ORDER BY kind;
 
 -- name: create_tenant
 INSERT INTO tenure_tenants (name, created_at) VALUES (:tenant, :now)
@@ -603,7 +619,7 @@ VALUES (:job_id, 'job_waiting', :now, :token, :owner_id, :detail);
 SELECT id, kind, tenant, state, owner_id, lease_until, fencing_token, heartbeat_at, attempt,
        max_attempts, idempotency_key, payload, payload_sha256, step, checkpoint, result, error,
        run_after, priority, created_at, updated_at, parent_id, wait, variant, labels,
-       traceparent
+       traceparent, principal, version
 FROM tenure_jobs
 WHERE parent_id = :job_id
 ORDER BY rowid;
@@ -654,3 +670,59 @@ FROM tenure_jobs j
 WHERE j.kind = :kind
   AND j.created_at >= (SELECT r.started_at FROM tenure_rollouts r WHERE r.kind = :kind)
   AND (:tenant IS NULL OR j.tenant = :tenant);
+
+-- Evidence (see storage.sql_evidence): references written with the lease, the retrieval
+-- cache per tenant, the class versions apps declare.
+
+-- name: record_evidence
+-- guard: lease
+-- One row per reference and job: a later attempt recording it again takes it over (its token).
+INSERT INTO tenure_evidence (job_id, seq, ref_sha256, type, ref, retriever, token, attempt, at)
+SELECT id, (SELECT COALESCE(max(seq), 0) + 1 FROM tenure_evidence WHERE job_id = :job_id),
+       :ref_sha256, :type, :ref, :retriever, :token, :attempt, :now
+FROM tenure_jobs
+WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
+  AND fencing_token = :token AND lease_until > :now
+ON CONFLICT (job_id, ref_sha256) DO UPDATE
+SET token = excluded.token, attempt = excluded.attempt, at = excluded.at
+RETURNING job_id;
+
+-- name: evidence
+SELECT seq, type, ref, retriever, token, attempt, at FROM tenure_evidence
+WHERE job_id = :job_id
+ORDER BY seq;
+
+-- name: cached_retrieval
+SELECT refs FROM tenure_retrievals
+WHERE tenant = :tenant AND key = :key
+  AND expires_at > (julianday('now') - 2440587.5) * 86400.0;
+
+-- name: cache_retrieval
+INSERT INTO tenure_retrievals (tenant, key, retriever, refs, created_at, expires_at)
+VALUES (:tenant, :key, :retriever, :refs, :now, :now + :ttl)
+ON CONFLICT (tenant, key) DO UPDATE
+SET retriever = excluded.retriever, refs = excluded.refs, created_at = excluded.created_at,
+    expires_at = excluded.expires_at;
+
+-- name: purge_retrievals
+DELETE FROM tenure_retrievals
+WHERE expires_at <= :now OR created_at < :now - :older_than
+RETURNING key;
+
+-- name: declare_versions
+-- `versions` is a JSON object of kind -> the version of its job class.
+INSERT INTO tenure_kinds (kind, labels, version, updated_at)
+SELECT g.key, 'null', CAST(g.value AS INTEGER), :now FROM json_each(:versions) AS g WHERE true
+ON CONFLICT (kind) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at
+WHERE tenure_kinds.version IS NOT excluded.version;
+
+-- name: retrieval_totals
+-- Per retriever: lookups answered from the cache, by a search, and refs a recheck dropped.
+SELECT json_extract(e.detail, '$.retriever') AS retriever,
+       count(*) FILTER (WHERE json_extract(e.detail, '$.cache') = 'hit') AS hits,
+       count(*) FILTER (WHERE json_extract(e.detail, '$.cache') = 'miss') AS misses,
+       COALESCE(sum(json_extract(e.detail, '$.dropped')), 0) AS dropped
+FROM tenure_events e
+WHERE e.type = 'evidence_retrieved'
+GROUP BY 1
+ORDER BY 1;

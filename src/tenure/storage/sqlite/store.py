@@ -96,6 +96,10 @@ def path_from_url(url: str) -> str:
     return path
 
 
+# The fields of each job of a `submit_many` batch, in the order its query reads them.
+_BATCH_FIELDS = ("id", "payload_sha256", "payload_json", "detail_json", "variant", "held")
+
+
 class SqliteStore(SqlStore):
     """A small pool of connections to one WAL database file.
 
@@ -243,6 +247,7 @@ class SqliteStore(SqlStore):
                     "held": job.held,
                     "labels": job.labels_json,
                     "traceparent": job.traceparent,
+                    "principal": job.principal,
                 },
             )
             if row is None:
@@ -256,19 +261,7 @@ class SqliteStore(SqlStore):
         if not jobs:
             return 0
         first = jobs[0]
-        batch = json.dumps(
-            [
-                [
-                    job.id,
-                    job.payload_sha256,
-                    job.payload_json,
-                    job.detail_json,
-                    job.variant,
-                    job.held,
-                ]
-                for job in jobs
-            ]
-        )
+        batch = json.dumps([[getattr(job, name) for name in _BATCH_FIELDS] for job in jobs])
         with self._transaction() as tx:
             tx.rows(
                 "submit_many",
@@ -282,6 +275,7 @@ class SqliteStore(SqlStore):
                     "priority": first.priority,
                     "labels": first.labels_json,
                     "traceparent": first.traceparent,
+                    "principal": first.principal,
                 },
             )
             tx.rows("submit_many__events", {"jobs": batch})
