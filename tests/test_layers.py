@@ -32,6 +32,7 @@ FORBIDDEN = {
 FRAMEWORKS = {
     "integrations/openai_agents.py": {"agents"},
     "integrations/langgraph.py": {"langgraph", "langchain_core"},
+    "integrations/pydantic_ai.py": {"pydantic_ai"},
 }
 
 

@@ -26,7 +26,8 @@ from tenure import JobState
 from tenure.demo.bank import BankServer
 from tenure.integrations.openai_agents import MissingRunKey, durable_tool
 from tests.support.apps import AMOUNT
-from tests.support.fixtures import applied
+from tests.support.fixtures import applied, kill_in_effect_then_start_another
+from tests.support.fixtures import repeated_answer as answer
 from tests.support.openai_agent import agent, answers, asks_to_pay
 from tests.support.processes import ROOT
 from tests.support.service import LiveServer
@@ -38,11 +39,6 @@ pytestmark = pytest.mark.slow
 
 def final(result: Any) -> str:
     return str(result.final_output)
-
-
-def answer(text: str) -> Any:
-    """The tool's answer the scripted model repeated ("done: <the tool's output>")."""
-    return json.loads(text.removeprefix("done: "))
 
 
 def test_the_run_finishes_with_the_second_workers_result_when_the_first_is_killed_mid_effect(
@@ -57,10 +53,7 @@ def test_the_run_finishes_with_the_second_workers_result_when_the_first_is_kille
     payer = agent([pay], [asks_to_pay(5), answers()])
 
     def kill_a_then_start_b() -> None:
-        poll(lambda: list(tmp_path.glob(f"at-in_effect-{doomed.pid}")), 30, "A inside the effect")
-        doomed.send_signal(signal.SIGKILL)
-        doomed.wait()
-        workers.start(db_url, "B", env=env)
+        kill_in_effect_then_start_another(workers, db_url, tmp_path, doomed, env)
 
     async def scenario() -> Any:
         run = asyncio.create_task(Runner.run(payer, "Pay 5."))

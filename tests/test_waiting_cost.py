@@ -86,8 +86,10 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
             futures += [pool.submit(by_http, j) for j in jobs[half:]]
             for future in futures:
                 future.result(timeout=60)
-        sweeps = ledger.ended.sweeps
         heard = ledger.ended.heard
+    # Read once the ledger is closed: a sweep between an earlier read and the close would be
+    # spent but not allowed for.
+    sweeps = ledger.ended.sweeps
     assert answers == [JobState.QUEUED] * WAITERS
     assert heard, "the ledger's LISTEN connection was not up"
     poll(lambda: _sessions(postgres_server) == 0, 30, "the test's sessions to end")

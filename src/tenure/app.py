@@ -13,6 +13,7 @@ from tenure import labels as label_rules
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
+from tenure.tooltypes import ToolTypes, TypedValue, is_schema_type, tool_types
 from tenure.types import JSON
 
 Handler = Callable[..., Any]
@@ -26,6 +27,8 @@ Narrowing = Callable[[str | None, str, str], bool]
 N = TypeVar("N", bound=Narrowing)
 
 DEFAULT_URL = "sqlite:///tenure.db"
+NO_TOOL_TYPES = ToolTypes(None, None, None, None, None)
+TASK_SUPPORT = ("optional", "forbidden", "required")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,14 @@ class JobClass:
     description: str | None = None
     input_schema: dict[str, Any] | None = None
     labels: dict[str, str | None] | None = None
+    # Its tool's types (`tenure.tooltypes`): the handler's payload type (it gets the validated
+    # value), its result type (dumped to JSON) and the output schema of that result.
+    payload_type: TypedValue | None = None
+    result_type: TypedValue | None = None
+    output_schema: dict[str, Any] | None = None
+    # MCP tasks (SEP-2663): "optional" (a task for a client that declares the extension, else
+    # the result), "forbidden" (always the result) or "required" (-32021 for other clients).
+    task_support: str = "optional"
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -64,6 +75,14 @@ class JobClass:
     def margin(self) -> float:
         """How much confirmed lease an effect needs before it may start (invariant 8)."""
         return self.heartbeat + self.jitter
+
+    def handler_payload(self, payload: JSON) -> Any:
+        """What the handler receives: the payload, or the validated value of its type."""
+        return payload if self.payload_type is None else self.payload_type.validate(payload)
+
+    def stored_result(self, result: Any) -> JSON:
+        """What is stored of a handler's result: itself, or its typed value dumped to JSON."""
+        return result if self.result_type is None else self.result_type.dump(result)
 
     def labels_of(self, submitted: dict[str, str] | None) -> dict[str, str]:
         """A job's labels: the class's fixed values and what its submit set."""
@@ -134,6 +153,11 @@ def _check_labels(c: JobClass) -> None:
 
 def _check_tool(c: JobClass) -> None:
     """A tool needs words for the model and an object schema for its arguments."""
+    if c.task_support not in TASK_SUPPORT:
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: task_support must be one of {', '.join(TASK_SUPPORT)}, "
+            f"got {c.task_support!r}"
+        )
     if not c.tool:
         return
     if not isinstance(c.description, str) or not c.description.strip():
@@ -190,8 +214,9 @@ class App:
         spawns: list[str] | tuple[str, ...] = (),
         tool: bool = False,
         description: str | None = None,
-        input_schema: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | type | None = None,
         labels: dict[str, str | None] | None = None,
+        task_support: str = "optional",
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -201,8 +226,13 @@ class App:
         `concurrency_limit`: at most that many jobs of this kind run at once, across workers.
         `spawns`: the kinds a handler may submit as child jobs (`ctx.spawn`); any other kind
         fails the job. The model plans; this list decides.
-        `tool=True` makes the kind an MCP tool of `tenure mcp`, described by `description`, its
-        arguments (the payload) checked against `input_schema` before a job is made.
+        `tool=True` makes the kind an MCP tool of `tenure mcp`, described by `description` (by
+        default the handler's docstring), its arguments (the payload) checked against
+        `input_schema` before a job is made: a JSON Schema, or a Pydantic model, TypedDict or
+        dataclass (the handler gets the validated value when its payload parameter is
+        annotated with that type, which alone also serves as the schema); a return annotation
+        of such a type is the tool's output schema. `task_support` ("optional", "forbidden",
+        "required") says when `tenure mcp` answers a call with a task (SEP-2663).
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -210,6 +240,17 @@ class App:
         def register(handler: H) -> H:
             if kind in self.job_classes:
                 raise InvalidJobClass(f"job class {kind!r} is registered twice")
+            if not (input_schema is None or isinstance(input_schema, dict)) and not (
+                is_schema_type(input_schema)
+            ):
+                raise InvalidJobClass(
+                    f"job class {kind!r}: input_schema must be a JSON Schema dictionary, or a "
+                    f"Pydantic model, TypedDict or dataclass; got {input_schema!r}"
+                )
+            typed = NO_TOOL_TYPES
+            if callable(handler) and (tool or is_schema_type(input_schema)):
+                typed = tool_types(kind, handler, input_schema, description, tool=tool)
+            schema = typed.input_schema if typed is not NO_TOOL_TYPES else input_schema
             self.job_classes[kind] = validate(
                 JobClass(
                     kind=kind,
@@ -228,9 +269,13 @@ class App:
                     concurrency_limit=concurrency_limit,
                     spawns=tuple(spawns) if not isinstance(spawns, str) else (spawns,),
                     tool=tool,
-                    description=description,
-                    input_schema=input_schema,
+                    description=description if typed is NO_TOOL_TYPES else typed.description,
+                    input_schema=schema if isinstance(schema, dict) else None,
                     labels=None if labels is None else dict(labels),
+                    payload_type=typed.payload,
+                    result_type=typed.result,
+                    output_schema=typed.output_schema,
+                    task_support=task_support,
                 )
             )
             if self._ledger is not None:  # opened before this class

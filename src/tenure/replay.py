@@ -272,9 +272,10 @@ def replay(ledger: Ledger, job_id: str, app: App) -> ReplayReport:
     report = ReplayReport(job.id, job.kind, job_class.version, recorded_result=job.result)
     ctx = ReplayContext(job, recorded, report)
     try:
-        outcome = job_class.handler(ctx, job.payload)
+        outcome = job_class.handler(ctx, job_class.handler_payload(job.payload))
         if inspect.isawaitable(outcome):
             outcome = asyncio.run(_await(outcome))
+        outcome = job_class.stored_result(outcome)
         report.replayed_result = json.loads(_canonical(outcome))
         report.result_differs = _canonical(report.replayed_result) != _canonical(job.result)
     except Exception as exc:  # the replayed handler's failure is part of the report

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tenure
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard, ledger_tokens
+from tests.support.waiting import poll
 
 
 @pytest.fixture
@@ -54,3 +58,19 @@ def bank(ledger: tenure.Ledger, tmp_path: Path) -> Iterator[BankServer]:
 def applied(bank: BankServer) -> Counter[str]:
     """How many times the bank applied each effect key."""
     return Counter(e.key for e in bank.bank.events if e.what == "applied")
+
+
+def repeated_answer(text: str) -> Any:
+    """The tool's answer a scripted model repeated ("done: <the tool's output>")."""
+    return json.loads(text.removeprefix("done: "))
+
+
+def kill_in_effect_then_start_another(
+    workers: Any, db_url: str, folder: Path, doomed: Any, env: dict[str, str]
+) -> None:
+    """Once worker `doomed` is inside its effect (after the bank applied it), SIGKILL it and
+    start worker B."""
+    poll(lambda: list(folder.glob(f"at-in_effect-{doomed.pid}")), 30, "A inside the effect")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    workers.start(db_url, "B", env=env)

@@ -263,14 +263,22 @@ def _add_process_commands(sub: Any) -> None:
     _common(p, top=False)
     _listen_db(p)
     p.set_defaults(standalone=cmd_mcp)
-    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    _app_target(p)
     p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
     p.add_argument("--host", default="127.0.0.1", help="streamable HTTP: address to bind")
     p.add_argument(
         "--port", type=port_number, default=8090, help="streamable HTTP: port (default 8090)"
     )
     p.add_argument(
-        "--tenant", default="default", help="stdio: the tenant whose jobs the calls make"
+        "--tenant",
+        default="default",
+        help="stdio and --no-auth: the tenant whose jobs the calls make",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="streamable HTTP without a bearer key (loopback hosts only; for local clients and "
+        "test suites): every call acts for --tenant",
     )
     p.add_argument(
         "--admin-key-sha256",
@@ -372,6 +380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+def _app_target(p: argparse.ArgumentParser) -> None:
+    """MODULE:APP, and the folder it is imported from."""
+    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        help="import MODULE from DIR (default: the current folder); an MCP client's config, "
+        "which starts the command elsewhere, needs it",
+    )
+
+
 def _add_worker_command(sub: Any) -> None:
     """`tenure worker MODULE:APP`."""
     p = sub.add_parser(
@@ -383,7 +402,7 @@ def _add_worker_command(sub: Any) -> None:
     _common(p, top=False)
     _listen_db(p)
     p.set_defaults(standalone=cmd_worker)
-    p.add_argument("target", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    _app_target(p)
     p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
     p.add_argument(
         "--grace",

@@ -78,13 +78,17 @@ def _url(args: argparse.Namespace) -> str:
     return str(args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB)
 
 
-def load_app(target: str) -> App:
-    """Import `module:attribute` (the current folder is importable) and return the App."""
+def load_app(target: str, app_dir: str | None = None) -> App:
+    """Import `module:attribute` from `app_dir` (default: the current folder) and return the
+    App."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise UsageError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    folder = os.getcwd() if app_dir is None else os.path.abspath(app_dir)
+    if not os.path.isdir(folder):
+        raise UsageError(f"--app-dir {app_dir!r} is not a folder")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

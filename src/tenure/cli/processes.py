@@ -17,6 +17,7 @@ from tenure.cli.common import (
     load_app,
 )
 from tenure.cli.rollouts import parse_variants
+from tenure.errors import TenureError
 from tenure.extras import MissingExtra, install_hint
 from tenure.logs import configure_json_logging
 from tenure.runtime.worker import Worker
@@ -33,7 +34,7 @@ def _use_listen_db(args: argparse.Namespace) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     _use_listen_db(args)
-    app = load_app(args.target)
+    app = load_app(args.target, args.app_dir)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     worker = Worker(
         app,
@@ -85,11 +86,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from tenure.mcp import run_mcp
+        from tenure.mcp.serve import check_loopback
     except MissingExtra as exc:
         raise UsageError(str(exc)) from exc
 
     _use_listen_db(args)
-    app = load_app(args.target)
+    if args.no_auth:
+        if args.transport != "streamable-http":
+            raise UsageError("--no-auth is for --transport streamable-http (stdio has no key)")
+        try:
+            check_loopback(args.host)
+        except TenureError as exc:
+            raise UsageError(str(exc)) from None
+    app = load_app(args.target, args.app_dir)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     with app.connect(args.db) as ledger:
         run_mcp(
@@ -101,6 +110,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             admin_key_sha256=args.admin_key_sha256 or keys.admin_digest_from_env(),
             log_level=args.log_level,
+            no_auth=args.no_auth,
         )
     return EXIT_OK
 

@@ -26,7 +26,7 @@ from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
 from tenure.ledger.waits import awaited_signal
-from tenure.types import JSON, Job, JobState
+from tenure.types import JSON, EventType, Job, JobState
 from tenure.validation import check_name
 
 # Each wait on a Client is at most this long, so that a cancelled run stops soon.
@@ -143,6 +143,11 @@ class JobCalls:
 
     def signal(self, job_id: str, name: str, payload: JSON) -> bool:
         return bool(self.api.signal(job_id, name, payload))
+
+    def signals_received(self, job_id: str) -> list[str]:
+        """The signals the job took so far, in order (each an answer the framework relayed)."""
+        events = self.api.events(job_id)
+        return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]
 
     def wait(self, job_id: str, *, or_signal_besides: Collection[str] | None = None) -> Job:
         """The job once it ended, or (given `or_signal_besides`) once it waits for a signal

@@ -1,6 +1,6 @@
 """LangGraph tools that are tenure jobs (extra `tenure[langgraph]`).
 
-`durable_tool(target, kind)` is a LangChain tool for `ToolNode`, `create_react_agent` or any
+`durable_tool(target, kind)` is a LangChain tool for `ToolNode`, `create_agent` or any
 graph that runs tool calls. Each call is a tenure job keyed `THREAD_ID:TOOL_CALL_ID`: the
 thread id from the run's config, the tool call id from the `AIMessage` the checkpointer saved.
 A graph resumed after a crash re-runs the tool node from its start (LangGraph's way), so the
@@ -35,7 +35,6 @@ from tenure.integrations.jobcalls import (
     tool_spec,
 )
 from tenure.ledger.waits import awaited_signal
-from tenure.types import EventType
 
 # What the chat models' tool-calling APIs accept as a function's name.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -81,7 +80,7 @@ class DurableTool(BaseTool):
         job = calls.wait(job_id, or_signal_besides=answered)
         if not job.terminal:
             # A resumed node calls interrupt() again from the first: answered ones first.
-            answered = _signals_received(calls, job_id)
+            answered = calls.signals_received(job_id)
             for name in answered:
                 interrupt(_question(job_id, name, key))
         while not job.terminal:
@@ -159,9 +158,3 @@ def _call_id(tool: str) -> str:
 def _question(job_id: str, signal: str, key: str) -> dict[str, str]:
     """What the graph's interrupt shows: the job, the signal it waits for, the call."""
     return {"tenure_job": job_id, "signal": signal, "call": key}
-
-
-def _signals_received(calls: JobCalls, job_id: str) -> list[str]:
-    """The signals the job took so far, in order (each came from an interrupt's answer)."""
-    events = calls.api.events(job_id)
-    return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]

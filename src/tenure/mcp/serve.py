@@ -3,6 +3,7 @@ to a tenant exactly as in `tenure serve` (a tenant key, or the admin key by its 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Any, Literal
 
@@ -44,9 +45,17 @@ def http_app(
     host: str = "127.0.0.1",
     port: int = 8090,
     admin_key_sha256: str | None = None,
+    no_auth_tenant: str | None = None,
 ) -> Any:
     """The Starlette app of streamable HTTP at /mcp. Stateless: every request stands alone, so
-    a restart or another replica loses nothing (a task is its job)."""
+    a restart or another replica loses nothing (a task is its job). With `no_auth_tenant`
+    (a loopback host only), no key is asked and every call acts for that tenant."""
+    if no_auth_tenant is not None:
+        check_loopback(host)
+        server = TenureMcp(app, ledger, tenant=no_auth_tenant).server
+        return server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, host=host
+        )
     server = TenureMcp(app, ledger, tenant=None).server
     return server.streamable_http_app(
         streamable_http_path="/mcp",
@@ -71,16 +80,28 @@ def run_mcp(
     port: int = 8090,
     admin_key_sha256: str | None = None,
     log_level: str = "info",
+    no_auth: bool = False,
 ) -> None:
-    """Serve until stdin closes (stdio) or SIGINT/SIGTERM (HTTP)."""
+    """Serve until stdin closes (stdio) or SIGINT/SIGTERM (HTTP). `no_auth` (streamable HTTP
+    on a loopback host only): no bearer key, every call acts for `tenant`."""
+    known = transport != "stdio" and not no_auth
+    if not known and tenant not in {t.name for t in ledger.tenants()} | {"default"}:
+        raise TenureError(f"there is no tenant {tenant!r}: see `tenure tenant list`")
     if transport == "stdio":
-        if tenant not in {t.name for t in ledger.tenants()} | {"default"}:
-            raise TenureError(f"there is no tenant {tenant!r}: see `tenure tenant list`")
         anyio.run(_stdio, TenureMcp(app, ledger, tenant=tenant))
         return
     import uvicorn
 
-    asgi = http_app(app, ledger, host=host, port=port, admin_key_sha256=admin_key_sha256)
+    asgi = http_app(
+        app,
+        ledger,
+        host=host,
+        port=port,
+        admin_key_sha256=admin_key_sha256,
+        no_auth_tenant=tenant if no_auth else None,
+    )
+    if no_auth:
+        emit(log, logging.WARNING, "mcp_without_auth", host=host, tenant=tenant)
     emit(log, logging.INFO, "mcp_listening", url=f"http://{host}:{port}/mcp")
     uvicorn.run(asgi, host=host, port=port, log_level=log_level, access_log=False)
 
@@ -88,3 +109,16 @@ def run_mcp(
 async def _stdio(mcp: TenureMcp) -> None:
     async with stdio_server() as (read, write):
         await mcp.server.run(read, write, mcp.server.create_initialization_options())
+
+
+def check_loopback(host: str) -> None:
+    """`--no-auth` serves anyone who reaches the port: only a loopback address may be bound."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise TenureError(
+            f"--no-auth serves without a key: bind it to a loopback address (127.0.0.1, ::1 "
+            f"or localhost), not {host!r}"
+        )

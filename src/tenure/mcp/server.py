@@ -56,6 +56,8 @@ KEY_META = "io.tenure/idempotency-key"
 PRINCIPAL_META = "io.tenure/principal"
 # A call whose client asked for progress reads its job this often while it waits.
 PROGRESS_READ_SECONDS = 1.0
+# SEP-2243: a routing header that disagrees with the request body.
+HEADER_MISMATCH = -32020
 # The scope of the admin key's access token (every tenant): a scope, not a client id, so that no
 # tenant's name can stand for it.
 ADMIN_SCOPE = "tenure:admin"
@@ -111,6 +113,9 @@ class TenureMcp:
         tool = self.tools.get(params.name)
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}")
+        as_task = _declares_tasks(ctx) and tool.task_support != "forbidden"
+        if tool.task_support == "required" and not as_task:
+            raise _missing_tasks_capability()
         errors = tool.argument_errors(arguments)
         if errors:
             return error_result("invalid arguments, no job was made: " + "; ".join(errors))
@@ -127,7 +132,7 @@ class TenureMcp:
             )
         except (IdempotencyConflict, InvalidArgument) as exc:  # a bad key, a payload too large
             return error_result(str(exc))
-        if _declares_tasks(ctx):
+        if as_task:
             # The job is committed: a tasks/get for this id resolves from here on.
             return task_of(await _run(self.ledger.get, job_id), result_type="task")
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
@@ -187,11 +192,12 @@ class TenureMcp:
 
     async def _task(self, ctx: Context, task_id: str) -> Job:
         if not _declares_tasks(ctx):
-            raise MCPError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "Missing required client capability",
-                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
-            )
+            raise _missing_tasks_capability()
+        routed = _header(ctx, "mcp-name")
+        if routed is not None and routed != task_id:
+            # SEP-2243: the routing header names the task the body names, or a balancer may
+            # have sent it to the wrong replica.
+            raise MCPError(HEADER_MISMATCH, "the Mcp-Name header does not match params.taskId")
         try:
             return await self._visible(_caller(ctx, self.tenant), task_id)
         except JobNotFound:
@@ -248,6 +254,21 @@ class Progress:
             hint = " (send it with tenure_signal)" if awaited_signal(job) else ""
             await self.session.report_progress(len(self.done), None, f"waiting for {waiting}{hint}")
         self.waiting = waiting
+
+
+def _missing_tasks_capability() -> MCPError:
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+    )
+
+
+def _header(ctx: Context, name: str) -> str | None:
+    """A header of the HTTP request that carried this message (None over stdio)."""
+    headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
+    value = headers.get(name) if headers is not None else None
+    return str(value) if value is not None else None
 
 
 def _declares_tasks(ctx: Context) -> bool:

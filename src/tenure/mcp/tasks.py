@@ -15,14 +15,17 @@ from tenure.types import JSON, Job, JobState
 
 TASKS = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS = 500
+INTERNAL_ERROR = -32603
+# The failure codes that are not a tool's own error (see `_protocol_error`).
+PROTOCOL_FAILURES = frozenset({"handler_error", "lease_expired"})
 
 _STATUS = {
     JobState.QUEUED: "working",
     JobState.RUNNING: "working",
     JobState.WAITING: "working",
     JobState.SUCCEEDED: "completed",
-    # The SEP keeps `failed` for JSON-RPC errors; a job that failed is a tool error, reported
-    # as the tool call would report it: `completed` with an `isError` result.
+    # The SEP keeps `failed` for protocol-level errors (`_protocol_error`); a job that failed
+    # by its tool's verdict is reported as the call would report it: `completed`, `isError`.
     JobState.FAILED: "completed",
     JobState.CANCELLED: "cancelled",
 }
@@ -50,9 +53,24 @@ def task_of(job: Job, result_type: str = "complete") -> dict[str, Any]:
     }
     if signal is not None:
         task["inputRequests"] = {signal: _signal_request(job, signal)}
+    if job.state is JobState.FAILED and _protocol_error(job):
+        task["status"] = "failed"
+        task["error"] = {
+            "code": INTERNAL_ERROR,
+            "message": f"job {job.id} failed: {job.error.get('code')}",
+            "data": {"code": job.error.get("code")},
+        }
+        return task
     if status == "completed":
         task["result"] = job_result(job).model_dump(by_alias=True, mode="json", exclude_none=True)
     return task
+
+
+def _protocol_error(job: Job) -> bool:
+    """A job that ended without its tool reporting an error: its handler raised something
+    unforeseen, or its worker died on every attempt. The SEP's `failed`; a NonRetryable (the
+    tool's own verdict) stays a tool error, `completed` with `isError`."""
+    return isinstance(job.error, dict) and job.error.get("code") in PROTOCOL_FAILURES
 
 
 def _message(job: Job) -> str:

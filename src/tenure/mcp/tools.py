@@ -40,9 +40,16 @@ class JobTool:
     input_schema: dict[str, Any]
     max_attempts: int
     validator: Any
+    output_schema: dict[str, Any] | None = None
+    task_support: str = "optional"
 
     def listing(self) -> Tool:
-        return Tool(name=self.kind, description=self.description, input_schema=self.input_schema)
+        return Tool(
+            name=self.kind,
+            description=self.description,
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
+        )
 
     def argument_errors(self, arguments: dict[str, Any]) -> list[str]:
         return argument_problems(self.validator, arguments)
@@ -74,6 +81,8 @@ def job_tools(app: App) -> dict[str, JobTool]:
             input_schema=schema,
             max_attempts=job_class.max_attempts,
             validator=checker(schema),
+            output_schema=job_class.output_schema,
+            task_support=job_class.task_support,
         )
     return tools
 

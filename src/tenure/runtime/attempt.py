@@ -63,15 +63,16 @@ def open_context(
 
 def call_handler(run: JobRun, ctx: JobContext, loop: asyncio.AbstractEventLoop | None) -> Any:
     """Call the handler on this thread, or an async one on the worker's event loop."""
-    handler = run.job_class.handler
-    if not run.job_class.is_async:
-        return handler(ctx, run.lease.payload)
+    job_class = run.job_class
+    payload = job_class.handler_payload(run.lease.payload)
+    if not job_class.is_async:
+        return job_class.stored_result(job_class.handler(ctx, payload))
     assert loop is not None  # started with the worker when a class is async
-    future = asyncio.run_coroutine_threadsafe(run.trace.bind(handler(ctx, run.lease.payload)), loop)
+    future = asyncio.run_coroutine_threadsafe(run.trace.bind(job_class.handler(ctx, payload)), loop)
     run.async_future = future
     if run.cancelled.is_set():
         future.cancel()
     try:
-        return future.result()
+        return job_class.stored_result(future.result())
     except concurrent.futures.CancelledError:
         raise JobCancelled(run.cancel_reason or "cancelled") from None

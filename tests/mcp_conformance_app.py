@@ -1,0 +1,112 @@
+"""The fixtures of the official MCP conformance suite (`@modelcontextprotocol/conformance`)
+as tenure jobs, for `tenure mcp tests.mcp_conformance_app:app --transport streamable-http
+--no-auth` with a `tenure worker` beside it (tests/test_mcp_conformance.py). Only the fixtures
+a JSON result can express are here; the rest are listed, with the reason, in
+tests/mcp-conformance-baseline.yml."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import tenure
+
+app = tenure.App()
+QUICK: dict[str, Any] = {"lease": 10.0, "heartbeat": 2.0, "jitter": 2.0, "max_attempts": 1}
+NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _schema(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": sorted(properties)}
+
+
+@app.job("test_simple_text", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def simple_text(ctx: tenure.JobContext, payload: Any) -> str:
+    """Answers with a simple text."""
+    return "This is a simple text response for testing."
+
+
+@app.job("test_error_handling", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def error_handling(ctx: tenure.JobContext, payload: Any) -> None:
+    """Always reports an error."""
+    raise tenure.NonRetryable("This tool intentionally returns an error for testing")
+
+
+@app.job("test_tool_with_progress", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def with_progress(ctx: tenure.JobContext, payload: Any) -> str:
+    """Three stages, each a progress notification."""
+    for part in range(3):
+        # Longer than the server's progress read (1 s): each stage is seen on its own.
+        ctx.step(f"part_{part}", lambda: time.sleep(1.2))
+    return "done in three parts"
+
+
+@app.job("greet", tool=True, input_schema=_schema(name={"type": "string"}),
+         task_support="forbidden", **QUICK)  # fmt: skip
+def greet(ctx: tenure.JobContext, payload: Any) -> str:
+    """Greets someone by name (never a task)."""
+    return f"Hello, {payload['name']}!"
+
+
+@app.job("slow_compute", tool=True, input_schema=_schema(seconds={"type": "number"}), **QUICK)
+def slow_compute(ctx: tenure.JobContext, payload: Any) -> dict[str, Any]:
+    """Computes for `seconds`; a cancel ends it cancelled."""
+    deadline = time.monotonic() + max(0.0, float(payload["seconds"]))
+    while time.monotonic() < deadline:
+        ctx.check()
+        time.sleep(0.05)
+    return {"computed": payload["seconds"]}
+
+
+@app.job("failing_job", tool=True, input_schema=NO_ARGUMENTS, task_support="required", **QUICK)
+def failing_job(ctx: tenure.JobContext, payload: Any) -> None:
+    """Reports a tool error after a second (always a task)."""
+    time.sleep(1.0)
+    raise tenure.NonRetryable("failing_job failed, as it always does")
+
+
+@app.job("protocol_error_job", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def protocol_error_job(ctx: tenure.JobContext, payload: Any) -> None:
+    """Crashes: an internal failure, not the tool's verdict."""
+    raise RuntimeError("protocol_error_job crashed")
+
+
+@app.job("confirm_delete", tool=True, input_schema=_schema(filename={"type": "string"}),
+         **QUICK)  # fmt: skip
+def confirm_delete(ctx: tenure.JobContext, payload: Any) -> str:
+    """Deletes a file once someone confirms (the task asks for input)."""
+    answer = ctx.wait_for("confirm", timeout=300)
+    confirmed = isinstance(answer, dict) and answer.get("confirm") is True
+    return f"{'deleted' if confirmed else 'kept'} {payload['filename']}"
+
+
+# SEP-1613: a JSON Schema 2020-12 input schema is listed with every keyword as written.
+SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@app.job("json_schema_2020_12_tool", tool=True, input_schema=SCHEMA_2020_12, **QUICK)
+def json_schema_2020_12_tool(ctx: tenure.JobContext, payload: Any) -> str:
+    """Takes arguments described by a JSON Schema 2020-12 document."""
+    return "ok"

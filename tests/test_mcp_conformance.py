@@ -1,0 +1,105 @@
+"""The official MCP conformance suite (`@modelcontextprotocol/conformance`, every server
+scenario) against `tenure mcp --transport streamable-http --no-auth`, with a `tenure worker`
+running tests/mcp_conformance_app.py beside it. The suite's own baseline check decides: a
+failure not in tests/mcp-conformance-baseline.yml fails the test, and so does an entry that
+now passes. .ci/run installs the pinned suite (and the Node.js 22 it needs) and says where in
+$TENURE_TEST_MCP_CONFORMANCE."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.cli import cli_env, tenure_cli
+from tests.support.processes import ROOT
+from tests.support.service import free_port
+from tests.support.waiting import poll
+
+pytest.importorskip("mcp")
+pytestmark = [pytest.mark.slow, pytest.mark.conformance]
+
+APP = "tests.mcp_conformance_app:app"
+BASELINE = ROOT / "tests" / "mcp-conformance-baseline.yml"
+SUITE_ENV = "TENURE_TEST_MCP_CONFORMANCE"
+
+
+def suite() -> tuple[Path, Path]:
+    """The Node.js 22 binary and the suite's entry point installed under $SUITE_ENV."""
+    prefix = os.environ.get(SUITE_ENV)
+    if not prefix:
+        pytest.skip(f"${SUITE_ENV} names no install of the conformance suite (.ci/run makes one)")
+    node = Path(prefix) / "node_modules" / ".bin" / "node"
+    entry = Path(prefix) / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist"
+    assert node.exists() and (entry / "index.js").exists(), f"no suite under {prefix}"
+    return node, entry / "index.js"
+
+
+def answers(url: str) -> bool:
+    headers = {"Accept": "application/json, text/event-stream"}
+    try:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        return httpx.post(url, json=ping, headers=headers, timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.fixture
+def served(db_url: str, tmp_path: Path) -> Iterator[str]:
+    """A worker and `tenure mcp --no-auth` on a free loopback port; the URL of /mcp."""
+    port = free_port()
+    env = cli_env(extra={"PYTHONPATH": str(ROOT)})
+    base = ["-m", "tenure.cli", "--db", db_url]
+    logs = [open(tmp_path / name, "ab") for name in ("worker.log", "mcp.log")]  # noqa: SIM115
+    commands = [
+        [*base, "worker", APP, "--poll", "0.05", "--concurrency", "8"],
+        [*base, "mcp", APP, "--transport", "streamable-http", "--no-auth", "--port", str(port)],
+    ]
+    procs = [
+        subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env, stdout=log, stderr=log)
+        for command, log in zip(commands, logs, strict=True)
+    ]
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        poll(lambda: answers(url), 30, "tenure mcp to answer")
+        yield url
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(15)
+        for log in logs:
+            log.close()
+    assert b"mcp_without_auth" in (tmp_path / "mcp.log").read_bytes()
+
+
+def test_every_scenario_passes_or_is_in_the_baseline(served: str, tmp_path: Path) -> None:
+    node, entry = suite()
+    run = subprocess.run(
+        [str(node), str(entry), "server", "--url", served, "--suite", "all",
+         "--expected-failures", str(BASELINE), "--output-dir", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "Baseline check passed" in run.stdout
+
+
+def test_no_auth_is_refused_off_loopback_and_on_stdio() -> None:
+    """Nothing is served: `--no-auth` on another address, or without streamable HTTP."""
+    wide = tenure_cli(
+        "mcp",
+        APP,
+        "--transport",
+        "streamable-http",
+        "--no-auth",
+        "--host",
+        "0.0.0.0",  # noqa: S104
+    )
+    assert wide.returncode == 2 and "loopback" in wide.stderr
+    assert "Traceback" not in wide.stderr
+    stdio = tenure_cli("mcp", APP, "--no-auth")
+    assert stdio.returncode == 2 and "streamable-http" in stdio.stderr
