@@ -6,7 +6,10 @@ tests/mcp-conformance-baseline.yml."""
 
 from __future__ import annotations
 
+import base64
+import io
 import time
+import wave
 from typing import Any
 
 import tenure
@@ -110,3 +113,52 @@ SCHEMA_2020_12: dict[str, Any] = {
 def json_schema_2020_12_tool(ctx: tenure.JobContext, payload: Any) -> str:
     """Takes arguments described by a JSON Schema 2020-12 document."""
     return "ok"
+
+
+# Content that is not text: the handler returns MCP content blocks, the tool's answer as is.
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+def _silence_wav() -> str:
+    """A tenth of a second of silence, as a base64 WAV file."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as sound:
+        sound.setnchannels(1)
+        sound.setsampwidth(2)
+        sound.setframerate(8000)
+        sound.writeframes(b"\x00\x00" * 800)
+    return base64.b64encode(out.getvalue()).decode()
+
+
+IMAGE = {"type": "image", "data": PIXEL_PNG, "mimeType": "image/png"}
+RESOURCE = {
+    "type": "resource",
+    "resource": {"uri": "test://embedded", "mimeType": "text/plain", "text": "embedded text"},
+}
+CONTENT: dict[str, Any] = {"returns_content": True, "input_schema": NO_ARGUMENTS, **QUICK}
+
+
+@app.job("test_image_content", tool=True, **CONTENT)
+def image_content(ctx: tenure.JobContext, payload: Any) -> list[dict[str, Any]]:
+    """Answers with an image."""
+    return [IMAGE]
+
+
+@app.job("test_audio_content", tool=True, **CONTENT)
+def audio_content(ctx: tenure.JobContext, payload: Any) -> list[dict[str, Any]]:
+    """Answers with a sound."""
+    return [{"type": "audio", "data": _silence_wav(), "mimeType": "audio/wav"}]
+
+
+@app.job("test_embedded_resource", tool=True, **CONTENT)
+def embedded_resource(ctx: tenure.JobContext, payload: Any) -> list[dict[str, Any]]:
+    """Answers with an embedded resource."""
+    return [RESOURCE]
+
+
+@app.job("test_multiple_content_types", tool=True, **CONTENT)
+def multiple_content_types(ctx: tenure.JobContext, payload: Any) -> list[dict[str, Any]]:
+    """Answers with text, an image and a resource."""
+    return [{"type": "text", "text": "several kinds of content"}, IMAGE, RESOURCE]

@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,26 @@ def test_a_job_that_waits_for_two_signals_is_two_interrupts_each_answer_its_own(
     assert applied(bank) == Counter({f"tool-job:{job.id}:charge": 1})
 
 
+def one_call_graph(app: tenure.App, kind: str, call_id: str) -> Any:
+    """A graph whose model calls the durable tool `kind` once (`{"a": 1}`), then says done."""
+
+    def model(state: MessagesState) -> Any:
+        if any(isinstance(m, ToolMessage) for m in state["messages"]):
+            return {"messages": [AIMessage(content="done")]}
+        call = {"name": kind, "args": {"a": 1}, "id": call_id, "type": "tool_call"}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", ToolNode([durable_tool(app, kind)]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges(
+        "model", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
+    )
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
 def test_an_async_graph_runs_the_same_tool_interrupt_included(make_app: Any) -> None:
     """`graph.ainvoke` (the tool node awaits the tool): the job's signal wait is the graph's
     interrupt, the resume its answer; a worker in this process runs the job."""
@@ -151,21 +172,7 @@ def test_an_async_graph_runs_the_same_tool_interrupt_included(make_app: Any) -> 
     def add(ctx: tenure.JobContext, payload: Any) -> Any:
         return {"sum": payload["a"] + ctx.wait_for("n", timeout=60)}
 
-    def model(state: MessagesState) -> Any:
-        if any(isinstance(m, ToolMessage) for m in state["messages"]):
-            return {"messages": [AIMessage(content="done")]}
-        call = {"name": "add", "args": {"a": 1}, "id": "call_a", "type": "tool_call"}
-        return {"messages": [AIMessage(content="", tool_calls=[call])]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("model", model)
-    builder.add_node("tools", ToolNode([durable_tool(app, "add")]))
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges(
-        "model", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
-    )
-    builder.add_edge("tools", "model")
-    graph = builder.compile(checkpointer=InMemorySaver())
+    graph = one_call_graph(app, "add", "call_a")
     config: Any = {"configurable": {"thread_id": "t-async"}}
 
     async def scenario() -> tuple[Any, Any]:
@@ -212,3 +219,33 @@ def test_a_failed_job_is_the_tools_error_and_a_call_without_ids_makes_no_job(
     assert ledger.get(ledger.submit("pay", {"amount": 3}, idempotency_key="t:call_2")).state == (
         JobState.QUEUED
     )
+
+
+def test_a_streamed_graph_gets_the_jobs_progress_as_custom_events(make_app: Any) -> None:
+    """With `stream_mode="custom"` the tool writes what it sees of its job: the state and
+    step at the submit and as the job moves, the last one succeeded; without streaming the
+    same graph runs as before."""
+    app = make_app()
+    gate = threading.Event()
+
+    @app.job("staged", tool=True, description="Two steps.", input_schema=ADD)
+    def staged(ctx: tenure.JobContext, payload: Any) -> Any:
+        ctx.step("one", lambda: gate.wait(30))
+        ctx.step("two", lambda: None)
+        return {"a": payload["a"]}
+
+    graph = one_call_graph(app, "staged", "call_s")
+    config: Any = {"configurable": {"thread_id": "t-progress"}}
+    events: list[Any] = []
+    with tenure.Worker(app, poll_interval=0.05):
+        for event in graph.stream({"messages": [("user", "go")]}, config, stream_mode="custom"):
+            events.append(event)
+            if event["state"] == "running":
+                gate.set()  # the job goes on once its running was streamed
+    (job,) = app.ledger.list(kind="staged")
+    assert {e["tenure_job"] for e in events} == {job.id}
+    assert {e["call"] for e in events} == {"t-progress:call_s"}
+    states = [e["state"] for e in events]
+    assert "running" in states and states[-1] == "succeeded"
+    assert [e["step"] for e in events] == sorted(e["step"] for e in events)
+    assert events[-1]["step"] == 2

@@ -40,6 +40,15 @@ def suite() -> tuple[Path, Path]:
     return node, entry / "index.js"
 
 
+# The suite's fixture tools this app provides (the others are in the baseline, with why).
+FIXTURES = {
+    "test_simple_text", "test_error_handling", "test_tool_with_progress", "test_image_content",
+    "test_audio_content", "test_embedded_resource", "test_multiple_content_types",
+    "json_schema_2020_12_tool", "greet", "slow_compute", "failing_job", "protocol_error_job",
+    "confirm_delete",
+}  # fmt: skip
+
+
 def answers(url: str) -> bool:
     headers = {"Accept": "application/json, text/event-stream"}
     try:
@@ -75,6 +84,15 @@ def served(db_url: str, tmp_path: Path) -> Iterator[str]:
         for log in logs:
             log.close()
     assert b"mcp_without_auth" in (tmp_path / "mcp.log").read_bytes()
+
+
+def test_the_app_provides_every_fixture_as_a_tool() -> None:
+    """Checked before the suite runs: a fixture missing from the app is named here, not found
+    as an "unknown tool" among the suite's failures."""
+    from tests.mcp_conformance_app import app
+
+    tools = {kind for kind, job_class in app.job_classes.items() if job_class.tool}
+    assert FIXTURES - tools == set(), f"the conformance app lacks {sorted(FIXTURES - tools)}"
 
 
 def test_every_scenario_passes_or_is_in_the_baseline(served: str, tmp_path: Path) -> None:

@@ -238,3 +238,27 @@ def test_task_support_takes_three_values(make_app: Callable[[], tenure.App]) -> 
         @app.job("tool_sometimes", tool=True, input_schema={"type": "object"}, task_support="x")
         def sometimes(ctx: tenure.JobContext, payload: Any) -> None:
             """A tool."""
+
+
+def test_a_tool_returning_content_answers_with_its_blocks_or_a_clear_error(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """`returns_content=True`: MCP content blocks are the tool's answer as they are; a result
+    that is not content is the call's error, naming where it is wrong."""
+    from tenure.mcp.tools import job_result
+
+    app = make_app()
+    pixel = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+
+    @app.job("shot", tool=True, input_schema={"type": "object"}, returns_content=True, **FAST)
+    def shot(ctx: tenure.JobContext, payload: Any) -> Any:
+        """A screenshot."""
+        return payload["blocks"]
+
+    good = run_one(app, "shot", {"blocks": [pixel, {"type": "text", "text": "the page"}]})
+    answer = job_result(good, as_content=True)
+    assert not answer.is_error
+    assert [block.type for block in answer.content] == ["image", "text"]
+    bad = run_one(app, "shot", {"blocks": [{"type": "image"}]})
+    refused = job_result(bad, as_content=True)
+    assert refused.is_error and "returned no MCP content blocks" in refused.content[0].text  # type: ignore[union-attr]

@@ -98,7 +98,10 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
     # up as well. Besides: opening the ledger (migrations checked, the tenant made), the
     # sweeps, and this test's own two reads of the counters.
     per_waiter = 3 * half + 4 * half
-    setup = 30
+    # The counters are the whole database's: other sessions (an earlier test's pool closing, a
+    # pooler checking its server connections) commit a few meanwhile. Measured alone here:
+    # 23-26 besides the waiters; under CI's full run, up to 36. Polling would add ~900.
+    setup = 50
     assert spent <= per_waiter + sweeps + setup, (spent, sweeps)
     assert sweeps <= WAIT_SECONDS / 5 + 2, sweeps
 

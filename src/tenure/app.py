@@ -65,6 +65,9 @@ class JobClass:
     # MCP tasks (SEP-2663): "optional" (a task for a client that declares the extension, else
     # the result), "forbidden" (always the result) or "required" (-32021 for other clients).
     task_support: str = "optional"
+    # The handler returns MCP content blocks (text, image, audio, resource…), which are the
+    # tool's answer as they are.
+    returns_content: bool = False
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -217,6 +220,7 @@ class App:
         input_schema: dict[str, Any] | type | None = None,
         labels: dict[str, str | None] | None = None,
         task_support: str = "optional",
+        returns_content: bool = False,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -232,7 +236,9 @@ class App:
         dataclass (the handler gets the validated value when its payload parameter is
         annotated with that type, which alone also serves as the schema); a return annotation
         of such a type is the tool's output schema. `task_support` ("optional", "forbidden",
-        "required") says when `tenure mcp` answers a call with a task (SEP-2663).
+        "required") says when `tenure mcp` answers a call with a task (SEP-2663);
+        `returns_content=True`: the handler returns a list of MCP content blocks (`{"type":
+        "image", "data": …, "mimeType": …}`, text, audio, resources), the tool's answer as is.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -276,6 +282,7 @@ class App:
                     result_type=typed.result,
                     output_schema=typed.output_schema,
                     task_support=task_support,
+                    returns_content=returns_content,
                 )
             )
             if self._ledger is not None:  # opened before this class

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,10 +149,16 @@ class JobCalls:
         events = self.api.events(job_id)
         return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]
 
-    def wait(self, job_id: str, *, or_signal_besides: Collection[str] | None = None) -> Job:
+    def wait(
+        self,
+        job_id: str,
+        *,
+        or_signal_besides: Collection[str] | None = None,
+        seen: Callable[[Job], None] | None = None,
+    ) -> Job:
         """The job once it ended, or (given `or_signal_besides`) once it waits for a signal
         not in it (a job a signal woke still says it waits until a worker takes it up);
-        `TimeoutError` past the timeout (the job goes on)."""
+        `TimeoutError` past the timeout (the job goes on). `seen` gets each read of the job."""
         or_signal = or_signal_besides is not None
         besides = or_signal_besides or ()
         started = time.monotonic()
@@ -163,6 +169,8 @@ class JobCalls:
             remaining = slice_ if deadline is None else deadline - time.monotonic()
             wait = min(pause if or_signal else slice_, remaining)
             job: Job = self.api.wait(job_id, max(0.0, wait))
+            if seen is not None:
+                seen(job)
             self._check_claimed(job, started)
             asks = awaited_signal(job)
             if job.terminal or (or_signal and asks is not None and asks not in besides):

@@ -19,10 +19,12 @@ needs(
 
 import contextvars
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
+from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
 from tenure.errors import InvalidArgument, JobFailed
@@ -35,6 +37,7 @@ from tenure.integrations.jobcalls import (
     tool_spec,
 )
 from tenure.ledger.waits import awaited_signal
+from tenure.types import Job
 
 # What the chat models' tool-calling APIs accept as a function's name.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -76,8 +79,9 @@ class DurableTool(BaseTool):
         if problems:
             raise ToolException("invalid arguments, no job was made: " + "; ".join(problems))
         job_id = calls.submit(arguments, key)
+        report = _Progress(_stream_writer(), job_id, key)
         answered: list[str] = []
-        job = calls.wait(job_id, or_signal_besides=answered)
+        job = calls.wait(job_id, or_signal_besides=answered, seen=report.seen)
         if not job.terminal:
             # A resumed node calls interrupt() again from the first: answered ones first.
             answered = calls.signals_received(job_id)
@@ -88,7 +92,7 @@ class DurableTool(BaseTool):
             if asks is not None and asks not in answered:
                 calls.signal(job_id, asks, interrupt(_question(job_id, asks, key)))
                 answered.append(asks)
-            job = calls.wait(job_id, or_signal_besides=answered)
+            job = calls.wait(job_id, or_signal_besides=answered, seen=report.seen)
         try:
             result = outcome(job)
         except JobFailed as failed:
@@ -153,6 +157,31 @@ def _call_id(tool: str) -> str:
             '({"name", "args", "id", "type": "tool_call"}), as ToolNode does'
         )
     return call_id
+
+
+class _Progress:
+    """The call's progress as the graph's custom stream events (`stream_mode="custom"`):
+    `{"tenure_job", "call", "state", "step"}` each time the call sees its job change (at the
+    submit, at each read of its wait, at the end); no read is made for them."""
+
+    def __init__(self, writer: Callable[[Any], None], job_id: str, key: str) -> None:
+        self.writer, self.job_id, self.key = writer, job_id, key
+        self.last: tuple[str, int] | None = None
+
+    def seen(self, job: Job) -> None:
+        now = (job.state.value, job.step)
+        if now != self.last:
+            self.last = now
+            event = {"tenure_job": self.job_id, "call": self.key, "state": now[0], "step": now[1]}
+            self.writer(event)
+
+
+def _stream_writer() -> Callable[[Any], None]:
+    """The graph's stream writer; outside a graph (a tool invoked on its own), none."""
+    try:
+        return get_stream_writer()
+    except (RuntimeError, KeyError):
+        return lambda event: None
 
 
 def _question(job_id: str, signal: str, key: str) -> dict[str, str]:

@@ -137,7 +137,8 @@ class TenureMcp:
             return task_of(await _run(self.ledger.get, job_id), result_type="task")
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
         wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
-        return job_result(await self._await(ctx, job_id, progress=wants_progress))
+        ended = await self._await(ctx, job_id, progress=wants_progress)
+        return job_result(ended, as_content=tool.returns_content)
 
     async def _await(
         self, ctx: Context, job_id: str, timeout: float | None = None, *, progress: bool = False
@@ -171,7 +172,8 @@ class TenureMcp:
             if name == "tenure_result":
                 wait = float(arguments.get("wait_seconds", 0))
                 job = await self._await(ctx, job.id, wait) if wait > 0 else job
-                return job_result(job) if job.terminal else text_result(job_summary(job))
+                ended = job_result(job, as_content=self._as_content(job))
+                return ended if job.terminal else text_result(job_summary(job))
             if name == "tenure_signal":
                 stored = await _run(
                     self.ledger.signal, job.id, arguments["name"], arguments.get("payload")
@@ -182,6 +184,11 @@ class TenureMcp:
             return text_result({"id": job.id, "cancelled": True}, job_id=job.id)
         except TenureError as exc:
             return error_result(str(exc))
+
+    def _as_content(self, job: Job) -> bool:
+        """Whether the job's tool answers with its result as MCP content blocks."""
+        tool = self.tools.get(job.kind)
+        return tool is not None and tool.returns_content
 
     async def _visible(self, caller: Principal, job_id: Any) -> Job:
         """The job if the caller may see it; another tenant's job is as unknown as none."""
@@ -204,7 +211,8 @@ class TenureMcp:
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found") from None
 
     async def _tasks_get(self, ctx: Context, params: TaskParams) -> Any:
-        return task_of(await self._task(ctx, params.task_id))
+        job = await self._task(ctx, params.task_id)
+        return task_of(job, as_content=self._as_content(job))
 
     async def _tasks_update(self, ctx: Context, params: UpdateParams) -> Any:
         job = await self._task(ctx, params.task_id)

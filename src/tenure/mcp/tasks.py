@@ -35,7 +35,7 @@ def _time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def task_of(job: Job, result_type: str = "complete") -> dict[str, Any]:
+def task_of(job: Job, result_type: str = "complete", *, as_content: bool = False) -> dict[str, Any]:
     """The task a job is now, as `tasks/get` (result_type "complete") or a `tools/call` that
     made a task (result_type "task") answers it."""
     signal = awaited_signal(job)
@@ -62,7 +62,8 @@ def task_of(job: Job, result_type: str = "complete") -> dict[str, Any]:
         }
         return task
     if status == "completed":
-        task["result"] = job_result(job).model_dump(by_alias=True, mode="json", exclude_none=True)
+        answer = job_result(job, as_content=as_content)
+        task["result"] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
     return task
 
 

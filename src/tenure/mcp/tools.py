@@ -10,7 +10,8 @@ from typing import Any
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
-from mcp_types import CallToolResult, TextContent, Tool
+from mcp_types import CallToolResult, ContentBlock, TextContent, Tool
+from pydantic import TypeAdapter, ValidationError
 
 from tenure.app import App
 from tenure.errors import InvalidJobClass
@@ -42,6 +43,7 @@ class JobTool:
     validator: Any
     output_schema: dict[str, Any] | None = None
     task_support: str = "optional"
+    returns_content: bool = False
 
     def listing(self) -> Tool:
         return Tool(
@@ -83,6 +85,7 @@ def job_tools(app: App) -> dict[str, JobTool]:
             validator=checker(schema),
             output_schema=job_class.output_schema,
             task_support=job_class.task_support,
+            returns_content=job_class.returns_content,
         )
     return tools
 
@@ -114,7 +117,14 @@ OWN_TOOLS: dict[str, Tool] = {
             description="Send a named signal (an approval, an answer) to a job waiting for it.",
             input_schema={
                 "type": "object",
-                "properties": {"id": _ID, "name": {"type": "string"}, "payload": {}},
+                "properties": {
+                    "id": _ID,
+                    "name": {"type": "string", "description": "the signal's name"},
+                    "payload": {
+                        "description": "the signal's payload: any JSON value",
+                        "type": ["object", "array", "string", "number", "boolean", "null"],
+                    },
+                },
                 "required": ["id", "name"],
                 "additionalProperties": False,
             },
@@ -152,11 +162,25 @@ def error_result(message: str, job_id: str | None = None) -> CallToolResult:
     return text_result(message, error=True, job_id=job_id)
 
 
-def job_result(job: Job) -> CallToolResult:
-    """What a tool call of an ended job answers: its result, or a tool error saying why not."""
-    if job.state is JobState.SUCCEEDED:
+def job_result(job: Job, *, as_content: bool = False) -> CallToolResult:
+    """What a tool call of an ended job answers: its result (`as_content`: the MCP content
+    blocks it is), or a tool error saying why not."""
+    if job.state is not JobState.SUCCEEDED:
+        return error_result(ended_message(job), job.id)
+    if not as_content:
         return text_result(job.result, job_id=job.id)
-    return error_result(ended_message(job), job.id)
+    try:
+        blocks = _CONTENT.validate_python(job.result)
+    except ValidationError as exc:
+        problem = exc.errors(include_input=False, include_url=False)[0]
+        where = "/".join(map(str, problem["loc"]))
+        return error_result(
+            f"job {job.id} returned no MCP content blocks ({where}: {problem['msg']})", job.id
+        )
+    return CallToolResult(content=blocks, _meta={JOB_ID_META: job.id})
+
+
+_CONTENT: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
 
 
 def job_summary(job: Job) -> dict[str, Any]:
