@@ -132,6 +132,19 @@ def test_bad_arguments_make_no_job_and_a_failed_job_is_the_tools_failure(
     # The model reads the error (Pydantic AI answers the call with it) and may try again.
     assert "no job was made: amount: 'seven' is not of type 'integer'" in result.output
     assert app.ledger.list(kind="refund") == []
+
+    @app.job("keep", tool=True, description="Keep a note.", input_schema={"type": "object"})
+    def keep(ctx: tenure.JobContext, payload: Any) -> Any:
+        return None
+
+    nested: Any = 3
+    for _ in range(80):  # the schema allows it; a job's payload may not nest that deep
+        nested = [nested]
+    deep = ToolCallPart("keep", {"note": nested}, tool_call_id="deep-1")
+    keeping = durable_toolset(app, ["keep"])
+    result = Agent(model_saying(deep), toolsets=[keeping]).run_sync("K.", conversation_id="e")
+    assert "no job was made" in result.output and "levels deep" in result.output
+    assert app.ledger.list(kind="keep") == []
     good = ToolCallPart("refund", {"amount": 3}, tool_call_id="ok-1")
     with tenure.Worker(app, poll_interval=0.05):
         result = Agent(model_saying(good), toolsets=[tools]).run_sync("R.", conversation_id="d")

@@ -18,7 +18,7 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.service import ServiceSettings
-from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
+from tests.support.databases import PostgresServer, own_database
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
 
@@ -30,16 +30,15 @@ APP_NAME = f"tenure_wait_cost_{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
-def schema_url(postgres_server: PostgresServer) -> Iterator[str]:
-    """The test's schema, its sessions named so that the test knows when they have ended."""
-    schema = new_schema(postgres_server)
-    yield with_schema(postgres_server.url, schema) + f"&application_name={APP_NAME}"
-    drop_schema(postgres_server, schema)
+def database_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A database of the test's own (the counters are per database), sessions named."""
+    with own_database(postgres_server) as url:
+        yield f"{url}{'&' if '?' in url else '?'}application_name={APP_NAME}"
 
 
-def _transactions(server: PostgresServer) -> int:
+def _transactions(url: str) -> int:
     """Transactions the database has counted (every backend's, flushed at its exit)."""
-    with psycopg.connect(server.url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT xact_commit + xact_rollback FROM pg_stat_database "
             "WHERE datname = current_database()"
@@ -60,13 +59,13 @@ def _sessions(server: PostgresServer) -> int:
 
 @pytest.mark.postgres
 def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
-    postgres_server: PostgresServer, schema_url: str
+    postgres_server: PostgresServer, database_url: str
 ) -> None:
     """40 waiters held for 6 s on jobs nobody runs. Polling every 250 ms, as tenure did, cost
     about 24 reads per waiter in that time (~960); now each costs its first and last read,
     and the process adds a sweep every 5 s. The bound is per waiter, not per second."""
-    before = _transactions(postgres_server)
-    with tenure.connect(schema_url) as ledger:
+    before = _transactions(database_url)
+    with tenure.connect(database_url) as ledger:
         key = ledger.create_tenant("acme")
         jobs = [ledger.submit("held", {}, tenant="acme") for _ in range(WAITERS)]
         answers: list[JobState] = []
@@ -93,15 +92,12 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
     assert answers == [JobState.QUEUED] * WAITERS
     assert heard, "the ledger's LISTEN connection was not up"
     poll(lambda: _sessions(postgres_server) == 0, 30, "the test's sessions to end")
-    spent = _transactions(postgres_server) - before
+    spent = _transactions(database_url) - before
     # Per waiter: its job's submit, its first and last read; an HTTP waiter's key is looked
     # up as well. Besides: opening the ledger (migrations checked, the tenant made), the
     # sweeps, and this test's own two reads of the counters.
     per_waiter = 3 * half + 4 * half
-    # The counters are the whole database's: other sessions (an earlier test's pool closing, a
-    # pooler checking its server connections) commit a few meanwhile. Measured alone here:
-    # 23-26 besides the waiters; under CI's full run, up to 36. Polling would add ~900.
-    setup = 50
+    setup = 30
     assert spent <= per_waiter + sweeps + setup, (spent, sweeps)
     assert sweeps <= WAIT_SECONDS / 5 + 2, sweeps
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import conninfo
@@ -106,3 +108,17 @@ def execute_sql(url: str, statement: str) -> None:
         return
     with psycopg.connect(direct(url), autocommit=True) as conn:
         conn.execute(statement.encode())
+
+
+@contextmanager
+def own_database(server: PostgresServer) -> Iterator[str]:
+    """A database of the test's own on the server (its URL), dropped at the end: what the
+    server counts per database (`pg_stat_database`) is then this test's sessions alone."""
+    name = "tenure_t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server.url)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

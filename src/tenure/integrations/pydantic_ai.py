@@ -30,7 +30,7 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed
 from pydantic_ai.toolsets import FunctionToolset
 
-from tenure.errors import InvalidArgument, JobFailed
+from tenure.errors import IdempotencyConflict, InvalidArgument, JobFailed
 from tenure.integrations.jobcalls import JobCalls, ended_message, outcome, tool_spec
 from tenure.ledger.waits import awaited_signal
 from tenure.types import JSON
@@ -83,7 +83,12 @@ def durable_tool(
 
     async def call(ctx: RunContext[Any], **arguments: Any) -> JSON:
         key = f"{_run_key_of(ctx, run_key, spec.name)}:{_call_id(ctx, spec.name)}"
-        job_id = await asyncio.to_thread(calls.submit, arguments, key)
+        try:
+            job_id = await asyncio.to_thread(calls.submit, arguments, key)
+        except (InvalidArgument, IdempotencyConflict) as exc:
+            # Arguments the schema allows but a job cannot hold (nested too deep, too large,
+            # a NUL), or an approval that changed them: the model reads why.
+            raise ToolFailed(f"no job was made: {exc}") from None
         received = await asyncio.to_thread(calls.signals_received, job_id)
         if ctx.tool_call_approved:
             await asyncio.to_thread(_answer, calls, job_id, ctx.tool_call_metadata, received)
