@@ -162,3 +162,72 @@ def embedded_resource(ctx: tenure.JobContext, payload: Any) -> list[dict[str, An
 def multiple_content_types(ctx: tenure.JobContext, payload: Any) -> list[dict[str, Any]]:
     """Answers with text, an image and a resource."""
     return [{"type": "text", "text": "several kinds of content"}, IMAGE, RESOURCE]
+
+
+# SEP-2322 (input on a synchronous call): each job asks its caller through `ctx.wait_for(...,
+# ask=...)`; `tenure mcp` answers the call `input_required` and sends the retried call's answer
+# as the signal. The requestState is the job's id, checked against the caller and the call.
+def _form(message: str, **fields: str) -> tenure.Ask:
+    properties = {name: {"type": kind} for name, kind in fields.items()}
+    return tenure.Ask.form(
+        message, {"type": "object", "properties": properties, "required": sorted(fields)}
+    )
+
+
+ASKING: dict[str, Any] = {"input_schema": NO_ARGUMENTS, **QUICK}
+
+
+@app.job("test_input_required_result_elicitation", tool=True, **ASKING)
+def input_elicitation(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's name and greets them."""
+    answer = ctx.wait_for("user_name", timeout=300, ask=_form("What is your name?", name="string"))
+    return f"Hello, {answer.get('name', 'stranger')}!"
+
+
+@app.job("test_input_required_result_sampling", tool=True, **ASKING)
+def input_sampling(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's model a question and answers with its words."""
+    ask = tenure.Ask.sample("What is the capital of France?", max_tokens=100)
+    answer = ctx.wait_for("capital_question", timeout=300, ask=ask)
+    return f"The model said: {answer['content'].get('text', '')}"
+
+
+@app.job("test_input_required_result_capabilities", tool=True, **ASKING)
+def input_capabilities(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's model (a client without sampling is asked nothing)."""
+    ask = tenure.Ask.sample("Say something.", max_tokens=50)
+    answer = ctx.wait_for("said", timeout=300, ask=ask)
+    return f"The model said: {answer['content'].get('text', '')}"
+
+
+@app.job("test_input_required_result_list_roots", tool=True, **ASKING)
+def input_list_roots(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's roots and names them."""
+    answer = ctx.wait_for("client_roots", timeout=300, ask=tenure.Ask.roots())
+    return "roots: " + ", ".join(str(root.get("uri")) for root in answer["roots"])
+
+
+@app.job("test_input_required_result_request_state", tool=True, **ASKING)
+def input_request_state(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks for a confirmation; the retried call finds this job by its requestState."""
+    ctx.wait_for("confirm", timeout=300, ask=_form("Please confirm", ok="boolean"))
+    return "state-ok: the retried call resumed this job"
+
+
+@app.job("test_input_required_result_tampered_state", tool=True, **ASKING)
+def input_tampered_state(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks for a confirmation; an altered requestState names no job and is refused."""
+    ctx.wait_for("confirm", timeout=300, ask=_form("Please confirm", ok="boolean"))
+    return "confirmed"
+
+
+@app.job("test_input_required_result_multi_round", tool=True, **ASKING)
+def input_multi_round(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks two questions in turn."""
+    name = ctx.wait_for(
+        "step1", timeout=300, ask=_form("Step 1: What is your name?", name="string")
+    )
+    color = ctx.wait_for(
+        "step2", timeout=300, ask=_form("Step 2: What is your favorite color?", color="string")
+    )
+    return f"{name.get('name')} likes {color.get('color')}"

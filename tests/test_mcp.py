@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("mcp")
 
 import httpx2
+import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -89,12 +90,13 @@ class McpServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    def over_http(self, key: str, *extensions: Any) -> Client:
+    def over_http(self, key: str, *extensions: Any, **options: Any) -> Client:
+        """A client with `key`; `options` are the SDK `Client`'s (callbacks, say)."""
         http = httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=300)
         )
         transport = streamable_http_client(self.url, http_client=http)
-        return Client(transport, extensions=list(extensions) or None)
+        return Client(transport, extensions=list(extensions) or None, **options)
 
     def stop(self) -> None:
         if self.http is not None and self.http.poll() is None:
@@ -207,6 +209,94 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
     assert "step quote done" in messages and "effect charge done" in messages
     if transport == "streamable-http":
         check_http_tenancy(mcp_server, ledger, job_id, [globex, lookalike])
+
+
+def test_a_synchronous_call_asks_its_caller_and_survives_a_killed_worker(
+    ledger: tenure.Ledger,
+    db_url: str,
+    workers: Workers,
+    bank: BankServer,
+    mcp_server: McpServer,
+    tmp_path: Path,
+) -> None:
+    """SEP-2322 with the official client's own driver: the job's questions (a form, then its
+    model) come back as `input_required`, the client's callbacks answer them, and the call
+    resumes the same job by its requestState; the worker is SIGKILLed in the effect after the
+    answers and the call still ends with one charge. A client that cannot answer gets the state
+    alone and resumes once tenure_signal answered; an altered state or other arguments are
+    -32602, and the question's words are in no event."""
+    env = {"TENURE_TEST_RECEIVER": bank.url}
+    acme = ledger.create_tenant("acme")
+    mcp_server.start_http()
+    doomed = workers.start(db_url, "A", env={**env, "TENURE_TEST_KILL_AT": "in_effect"})
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async def sample(
+        context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)  # type: ignore[union-attr]
+        text = types.TextContent(type="text", text="for the order")
+        return types.CreateMessageResult(role="assistant", content=text, model="test-model")
+
+    async def kill_a_then_start_b() -> None:
+        await in_thread(lambda: poll(lambda: list(tmp_path.glob(f"at-in_effect-{doomed.pid}")), 30))
+        doomed.send_signal(signal.SIGKILL)
+        await in_thread(doomed.wait)
+        await in_thread(lambda: workers.start(db_url, "B", env=env))
+
+    async def answered() -> types.CallToolResult:
+        client = mcp_server.over_http(acme, elicitation_callback=elicit, sampling_callback=sample)
+        async with connected(client) as mcp, anyio.create_task_group() as group:
+            group.start_soon(kill_a_then_start_b)
+            result = await mcp.call_tool("pay_asked", {"amount": 6})
+        return result
+
+    first = asyncio.run(answered())
+    assert not first.is_error, first
+    assert first.structured_content == {"paid": 6, "memo": "for the order", "by": "B"}
+    assert asked == ["Approve this payment?", "A memo line?"]
+    job_id = first.meta["io.tenure/job-id"]  # type: ignore[index]
+    assert applied(bank) == Counter({f"tool-job:{job_id}:charge": 1})
+    waits = [e.detail for e in ledger.events(job_id) if e.type.value == "job_waiting"]
+    assert [w.get("ask") for w in waits] == ["elicitation/create", "sampling/createMessage"]
+    assert "Approve" not in repr(ledger.events(job_id))
+
+    async def unanswerable() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with connected(mcp_server.over_http(acme)) as mcp:
+            held = await mcp.session.call_tool(
+                "pay_asked", {"amount": 2}, allow_input_required=True
+            )
+            assert isinstance(held, types.InputRequiredResult), held
+            seen["requests"], state = held.input_requests, held.request_state
+            assert state is not None
+            for bad_state, arguments in [
+                (state + "-TAMPERED", {"amount": 2}),
+                (state, {"amount": 3}),
+            ]:
+                with pytest.raises(MCPError) as refused:
+                    await mcp.session.call_tool("pay_asked", arguments, request_state=bad_state)
+                seen.setdefault("codes", []).append(refused.value.code)
+            job_id = state.split(":")[1]
+            sent = await mcp.call_tool(
+                "tenure_signal", {"id": job_id, "name": "approval", "payload": {"ok": False}}
+            )
+            assert not sent.is_error, sent
+            seen["end"] = await mcp.session.call_tool(
+                "pay_asked", {"amount": 2}, request_state=state
+            )
+        return seen
+
+    seen = asyncio.run(unanswerable())
+    # The client declared neither elicitation nor sampling: no question it cannot answer.
+    assert not seen["requests"]
+    assert seen["codes"] == [-32602, -32602]
+    assert seen["end"].structured_content == {"paid": 0, "answer": {"ok": False}}
+    assert len(ledger.list(kind="pay_asked")) == 2
 
 
 def check_http_tenancy(

@@ -45,7 +45,10 @@ FIXTURES = {
     "test_simple_text", "test_error_handling", "test_tool_with_progress", "test_image_content",
     "test_audio_content", "test_embedded_resource", "test_multiple_content_types",
     "json_schema_2020_12_tool", "greet", "slow_compute", "failing_job", "protocol_error_job",
-    "confirm_delete",
+    "confirm_delete", "test_input_required_result_elicitation",
+    "test_input_required_result_sampling", "test_input_required_result_capabilities",
+    "test_input_required_result_list_roots", "test_input_required_result_request_state",
+    "test_input_required_result_tampered_state", "test_input_required_result_multi_round",
 }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 # `tenure.replay.replay(...)`): both are plain Python, no extra needed.
 from tenure import checks, fence, replay
 from tenure.app import App, JobClass
+from tenure.asking import Ask
 from tenure.errors import (
     AccessDenied,
     ChildFailed,
@@ -74,6 +75,7 @@ __all__ = [
     "AccessDenied",
     "Allowed",
     "App",
+    "Ask",
     "AsyncClient",
     "CancelReason",
     "ChildFailed",

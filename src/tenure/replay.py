@@ -157,8 +157,8 @@ class ReplayContext:
         stage = self._names.spawn(kind, name)[1]
         return self._substitute(stage, self._next(), StageKind.STEP, "child not spawned")
 
-    def wait_for(self, name: str, timeout: float | None = None) -> Any:
-        """Wait for nothing: the recorded signal (or timeout)."""
+    def wait_for(self, name: str, timeout: float | None = None, *, ask: Any = None) -> Any:
+        """Wait for nothing: the recorded signal (or timeout); `ask` is not put again."""
         return signal_value(self._recorded_wait(self._names.signal(name)), name, timeout)
 
     def wait_job(self, job: str | list[str], timeout: float | None = None) -> Any:
@@ -170,7 +170,7 @@ class ReplayContext:
         """Sleep not at all."""
         self._recorded_wait(self._names.sleep())
 
-    async def await_for(self, name: str, timeout: float | None = None) -> Any:
+    async def await_for(self, name: str, timeout: float | None = None, *, ask: Any = None) -> Any:
         return self.wait_for(name, timeout)
 
     async def aspawn(

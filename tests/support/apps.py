@@ -237,6 +237,30 @@ def pay_confirmed(ctx: tenure.JobContext, payload: Any) -> Any:
     return {"paid": receipt["amount_cents"], "approval": approval, "confirm": confirmation}
 
 
+APPROVAL_FORM = tenure.Ask.form(
+    "Approve this payment?",
+    {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+)
+
+
+@app.job("pay_asked", tool=True, description="Ask the caller, ask its model, then pay.",
+         input_schema=AMOUNT, **FAST)  # fmt: skip
+def pay_asked(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Questions an MCP caller answers on a synchronous call (SEP-2322, tests/test_mcp.py)."""
+    approval = ctx.wait_for("approval", timeout=300, ask=APPROVAL_FORM)
+    if approval != {"ok": True}:
+        return {"paid": 0, "answer": approval}
+    memo = ctx.wait_for("memo", timeout=300, ask=tenure.Ask.sample("A memo line?", max_tokens=20))
+
+    def charge(fx: tenure.Effect) -> Any:
+        receipt = post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+        kill_point("in_effect")
+        return receipt
+
+    receipt = ctx.effect("charge", charge)
+    return {"paid": receipt["amount_cents"], "memo": memo["content"]["text"], "by": NAME}
+
+
 # -- rollouts (tests/test_rollouts.py) -------------------------------------------------------
 @app.job("variant_echo", **FAST)
 def variant_echo(ctx: tenure.JobContext, payload: Any) -> Any:

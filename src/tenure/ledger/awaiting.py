@@ -25,9 +25,11 @@ async def await_end(
     stop: Callable[[], Awaitable[bool]] | None = None,
     seen: Callable[[Job], Awaitable[None]] | None = None,
     read_every: float | None = None,
+    settled: Callable[[Job], bool] | None = None,
 ) -> Job:
-    """The job once terminal, or as it is when `timeout` seconds (None: no bound) have passed
-    or `stop()` says so. `seen(job)` is called with every reading (progress, say)."""
+    """The job once terminal or `settled(job)` (waiting for input, say), or as it is when
+    `timeout` seconds (None: no bound) have passed or `stop()` says so. `seen(job)` is called
+    with every reading (progress, say)."""
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     loop = asyncio.get_running_loop()
     woke = asyncio.Event()
@@ -42,7 +44,7 @@ async def await_end(
         while True:
             if seen is not None:
                 await seen(job)
-            if job.terminal:
+            if job.terminal or (settled is not None and settled(job)):
                 return job
             while not woke.is_set():
                 now = time.monotonic()

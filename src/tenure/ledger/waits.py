@@ -6,6 +6,7 @@ import builtins
 import logging
 from typing import Any
 
+from tenure.asking import Ask
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -129,6 +130,13 @@ def awaited_signal(job: Job) -> str | None:
         name = wait.get("name")
         return name if isinstance(name, str) else None
     return None
+
+
+def awaited_ask(job: Job) -> Ask | None:
+    """The question a job waiting for a signal puts to its caller, if its handler gave one."""
+    if awaited_signal(job) is None:
+        return None
+    return Ask.from_document((job.wait or {}).get("ask"))
 
 
 def describe_wait(wait: dict[str, Any] | None) -> str:

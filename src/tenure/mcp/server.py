@@ -24,7 +24,7 @@ from mcp_types import (
     RequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from tenure import __version__
 from tenure.app import App
@@ -40,9 +40,10 @@ from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
 from tenure.ledger.tenants import Principal
 from tenure.ledger.waits import awaited_signal, describe_wait
-from tenure.mcp.tasks import TASKS, signal_payload, task_of
+from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
+    JobTool,
     error_result,
     job_result,
     job_summary,
@@ -50,12 +51,16 @@ from tenure.mcp.tools import (
     own_argument_errors,
     text_result,
 )
-from tenure.types import Job, JobState, StageStatus
+from tenure.types import EventType, Job, JobState, StageStatus
+from tenure.validation import check_job_id
 
 KEY_META = "io.tenure/idempotency-key"
 PRINCIPAL_META = "io.tenure/principal"
 # A call whose client asked for progress reads its job this often while it waits.
 PROGRESS_READ_SECONDS = 1.0
+# A synchronous call that may answer `input_required` reads its job this often while it waits.
+INPUT_READ_SECONDS = 0.25
+STATE_PREFIX = "tenure-job:"
 # SEP-2243: a routing header that disagrees with the request body.
 HEADER_MISMATCH = -32020
 # The scope of the admin key's access token (every tenant): a scope, not a client id, so that no
@@ -119,6 +124,20 @@ class TenureMcp:
         errors = tool.argument_errors(arguments)
         if errors:
             return error_result("invalid arguments, no job was made: " + "; ".join(errors))
+        job = await self._call_job(caller, tool, params, arguments)
+        if not isinstance(job, Job):
+            return job
+        if as_task:
+            return task_of(job, result_type="task")
+        return await self._sync_answer(ctx, tool, job, params)
+
+    async def _call_job(
+        self, caller: Principal, tool: JobTool, params: CallToolRequestParams, arguments: Any
+    ) -> Job | CallToolResult:
+        """The call's job: the one its `requestState` names, or the one it submits or finds
+        by its key (a tool error when no job can be made)."""
+        if params.request_state is not None:
+            return await self._resumed(caller, tool, params.request_state, arguments)
         meta = params.meta or {}
         try:
             job_id, _ = await _run(
@@ -132,31 +151,104 @@ class TenureMcp:
             )
         except (IdempotencyConflict, InvalidArgument) as exc:  # a bad key, a payload too large
             return error_result(str(exc))
-        if as_task:
-            # The job is committed: a tasks/get for this id resolves from here on.
-            return task_of(await _run(self.ledger.get, job_id), result_type="task")
+        # The job is committed: a tasks/get for this id resolves from here on.
+        return await _run(self.ledger.get, job_id)
+
+    async def _sync_answer(
+        self, ctx: Context, tool: JobTool, job: Job, params: CallToolRequestParams
+    ) -> Any:
+        """A call answered without a task: the job's result once it ends; on the 2026
+        protocol, `input_required` as soon as it waits for a signal."""
+        meta = params.meta or {}
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
         wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
-        ended = await self._await(ctx, job_id, progress=wants_progress)
-        return job_result(ended, as_content=tool.returns_content)
+        if not _asks_for_input(ctx):
+            ended = await self._await(ctx, job.id, progress=wants_progress)
+            return job_result(ended, as_content=tool.returns_content)
+        # Responses answer the job's questions as it asks them, those given before it asked
+        # included; a response to a question it never asks is ignored.
+        responses = params.input_responses or {}
+        answered: set[str] = set()
+        while not job.terminal:
+            name = await self._answer(job, responses)
+            awaited = awaited_signal(job)
+            if name is None and awaited is not None:
+                if not await self._received(job.id, awaited):
+                    return _input_required(job, _capabilities(ctx))
+                name = awaited  # sent by someone else (tenure_signal): the job resumes
+            answered.update([name] if name else [])
+            job = await self._await(
+                ctx, job.id, progress=wants_progress, until_input=_asks_besides(answered)
+            )
+        return job_result(job, as_content=tool.returns_content)
+
+    async def _resumed(self, caller: Principal, tool: JobTool, state: str, arguments: Any) -> Job:
+        """The job a retried call's `requestState` names. It grants nothing the caller's key
+        does not: the job must be one the caller may see, of this tool, with these arguments
+        (a state altered on the way names none of them: -32602)."""
+        try:
+            job = await self._visible(caller, _state_job(state))
+        except (JobNotFound, InvalidArgument):
+            job = None
+        if job is None or job.kind != tool.kind or job.payload != arguments:
+            raise MCPError(
+                INVALID_PARAMS,
+                "requestState names no job of this call: it was altered, or the "
+                "arguments differ from the first round's",
+            )
+        return job
+
+    async def _received(self, job_id: str, name: str) -> bool:
+        """Whether the job has its signal `name` (a job a signal woke says it waits until a
+        worker takes it up again)."""
+        events = await _run(self.ledger.events, job_id)
+        return any(
+            e.type is EventType.SIGNAL_RECEIVED and e.detail.get("name") == name for e in events
+        )
+
+    async def _answer(self, job: Job, responses: dict[str, Any]) -> str | None:
+        """Send the signal the job waits for, if the responses answer it (its name); other
+        responses are ignored."""
+        awaited = awaited_signal(job)
+        if awaited is None or awaited not in responses:
+            return None
+        try:
+            payload = signal_payload(job, _plain(responses[awaited]))
+            # Answered already, differently: the first answer stands.
+            with contextlib.suppress(SignalConflict):
+                await _run(self.ledger.signal, job.id, awaited, payload)
+        except InvalidArgument as exc:  # a malformed, too large or NUL-holding answer
+            raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
+        return awaited
 
     async def _await(
-        self, ctx: Context, job_id: str, timeout: float | None = None, *, progress: bool = False
+        self,
+        ctx: Context,
+        job_id: str,
+        timeout: float | None = None,
+        *,
+        progress: bool = False,
+        until_input: Callable[[Job], bool] | None = None,
     ) -> Job:
-        """The job once ended (or at `timeout`): no statement while it waits, unless the
-        caller asked for progress, which is read every PROGRESS_READ_SECONDS."""
+        """The job once ended (or at `timeout`, or once `until_input(job)` says it waits for
+        input): no statement while it waits, unless the caller asked for progress,
+        which is read every PROGRESS_READ_SECONDS, or for input, read every INPUT_READ_SECONDS
+        (a job that starts to wait wakes no one)."""
         reporter = Progress(ctx.session, self.ledger, job_id)
 
         async def read() -> Job:
             return await _run(self.ledger.get, job_id)
 
+        every = [PROGRESS_READ_SECONDS] if progress else []
+        every += [INPUT_READ_SECONDS] if until_input else []
         return await await_end(
             self.ledger.ended,
             job_id,
             read,
             timeout,
             seen=reporter.seen,
-            read_every=PROGRESS_READ_SECONDS if progress else None,
+            read_every=min(every, default=None),
+            settled=until_input,
         )
 
     async def _own_tool(
@@ -216,16 +308,8 @@ class TenureMcp:
 
     async def _tasks_update(self, ctx: Context, params: UpdateParams) -> Any:
         job = await self._task(ctx, params.task_id)
-        awaited = awaited_signal(job)
         # Keys that are not outstanding (answered, never asked) are ignored, as the SEP says.
-        if awaited is not None and awaited in params.input_responses:
-            try:
-                payload = signal_payload(params.input_responses[awaited])
-                # Answered already, differently: the first answer stands.
-                with contextlib.suppress(SignalConflict):
-                    await _run(self.ledger.signal, job.id, awaited, payload)
-            except InvalidArgument as exc:  # a malformed, too large or NUL-holding answer
-                raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
+        await self._answer(job, params.input_responses)
         return {}
 
     async def _tasks_cancel(self, ctx: Context, params: TaskParams) -> Any:
@@ -277,6 +361,56 @@ def _header(ctx: Context, name: str) -> str | None:
     headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
     value = headers.get(name) if headers is not None else None
     return str(value) if value is not None else None
+
+
+def _plain(response: Any) -> Any:
+    """An input response as JSON: the SDK parses a call's responses into its result models
+    (`ElicitResult`, ...); a `tasks/update`'s come as sent."""
+    if isinstance(response, BaseModel):
+        return response.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return response
+
+
+def _asks_besides(answered: set[str]) -> Callable[[Job], bool]:
+    """Whether a job waits for input other than the signals this call sent (a job a signal
+    woke says it waits until a worker takes it up again)."""
+
+    def asks(job: Job) -> bool:
+        awaited = awaited_signal(job)
+        return awaited is not None and awaited not in answered
+
+    return asks
+
+
+def _input_required(job: Job, capabilities: Any) -> dict[str, Any]:
+    """SEP-2322: the call's job waits for a signal; the client answers its question by
+    calling again with `inputResponses` and this `requestState`: the job's id and the stage
+    that waits (a new one each round). Without a question it can answer, the client polls
+    with the state while someone else signals."""
+    stage = (job.wait or {}).get("position", 0)
+    return {
+        "resultType": "input_required",
+        "inputRequests": input_requests(job, capabilities),
+        "requestState": f"{STATE_PREFIX}{job.id}:{stage}",
+    }
+
+
+def _state_job(state: str) -> str:
+    """The job id a requestState names (the stage is only the round's mark)."""
+    job_id, _, stage = state.removeprefix(STATE_PREFIX).partition(":")
+    if not state.startswith(STATE_PREFIX) or not stage.lstrip("-").isdigit():
+        raise InvalidArgument("not a tenure requestState")
+    return check_job_id(job_id)
+
+
+def _asks_for_input(ctx: Context) -> bool:
+    """Whether a synchronous call may answer `input_required` (SEP-2322, the 2026 protocol);
+    on earlier ones a call whose job waits for a signal holds until the signal comes."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _capabilities(ctx: Context) -> Any:
+    return ctx.session.client_capabilities
 
 
 def _declares_tasks(ctx: Context) -> bool:

@@ -1,15 +1,17 @@
 """SEP-2663 (`io.modelcontextprotocol/tasks`) over tenure jobs: the task id is the job id and
 the task's state is read from the job, so a task lives as long as its job, across restarts of
 `tenure mcp` and on any replica. A job waiting for a signal is `input_required`, with one input
-request per awaited signal; `tasks/update` answers it by sending the signal."""
+request per awaited signal (its handler's `tenure.Ask`); `tasks/update` answers it by sending
+the signal. A synchronous call answers the same way (SEP-2322), see `server.py`."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+from tenure.asking import CAPABILITY, Ask
 from tenure.errors import InvalidArgument
-from tenure.ledger.waits import awaited_signal, describe_wait
+from tenure.ledger.waits import awaited_ask, awaited_signal, describe_wait
 from tenure.mcp.tools import job_result
 from tenure.types import JSON, Job, JobState
 
@@ -37,7 +39,9 @@ def _time(moment: datetime) -> str:
 
 def task_of(job: Job, result_type: str = "complete", *, as_content: bool = False) -> dict[str, Any]:
     """The task a job is now, as `tasks/get` (result_type "complete") or a `tools/call` that
-    made a task (result_type "task") answers it."""
+    made a task (result_type "task") answers it. Its input requests are not filtered by the
+    client's capabilities: a task's client reads them when it polls and answers those it can
+    (a synchronous call's driver must answer every one, see `server._input_required`)."""
     signal = awaited_signal(job)
     status = "input_required" if signal is not None else _STATUS[job.state]
     task: dict[str, Any] = {
@@ -52,7 +56,7 @@ def task_of(job: Job, result_type: str = "complete", *, as_content: bool = False
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
     if signal is not None:
-        task["inputRequests"] = {signal: _signal_request(job, signal)}
+        task["inputRequests"] = input_requests(job, None)
     if job.state is JobState.FAILED and _protocol_error(job):
         task["status"] = "failed"
         task["error"] = {
@@ -82,33 +86,31 @@ def _message(job: Job) -> str:
     return job.state.value
 
 
-def _signal_request(job: Job, signal: str) -> dict[str, Any]:
-    return {
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": f"job {job.id} ({job.kind}) waits for the signal {signal!r}",
-            "requestedSchema": {"type": "object", "properties": {}},
-        },
-    }
+def input_requests(job: Job, capabilities: Any) -> dict[str, Any]:
+    """The input a job waiting for a signal asks of its caller, keyed by the signal's name:
+    its handler's question (`tenure.Ask`), or a form naming the signal. A question whose
+    method the client did not declare is left out (the job still waits: `tenure_signal` or
+    another client may answer it)."""
+    signal = awaited_signal(job)
+    if signal is None:
+        return {}
+    ask = _ask(job, signal)
+    if capabilities is not None and getattr(capabilities, CAPABILITY[ask.method], None) is None:
+        return {}
+    return {signal: ask.document()}
 
 
-def signal_payload(response: Any) -> JSON:
-    """The signal an input response sends: the form's content when accepted, else
-    {"action": "decline"} or {"action": "cancel"} for the handler to act on. A response that
-    is none of these raises `InvalidArgument`: nothing is sent, and a valid answer may follow."""
-    if not isinstance(response, dict):
-        raise InvalidArgument(
-            f"an input response must be an object with an action, got {type(response).__name__}"
-        )
-    action = response.get("action")
-    if action == "accept":
-        content = response.get("content", {})
-        if not isinstance(content, dict):
-            raise InvalidArgument("an accepted input response's content must be an object")
-        return content
-    if action in ("decline", "cancel"):
-        return {"action": action}
-    raise InvalidArgument(
-        f"an input response's action must be accept, decline or cancel, got {action!r}"
-    )
+def signal_payload(job: Job, response: Any) -> JSON:
+    """The signal an input response to the job's question sends (see `Ask.answer`); raises
+    `InvalidArgument` for a response of the wrong shape: nothing is sent."""
+    signal = awaited_signal(job)
+    if signal is None:
+        raise InvalidArgument(f"job {job.id} waits for no signal")
+    return cast(JSON, _ask(job, signal).answer(response))
+
+
+def _ask(job: Job, signal: str) -> Ask:
+    asked = awaited_ask(job)
+    if asked is not None:
+        return asked
+    return Ask.form(f"job {job.id} ({job.kind}) waits for the signal {signal!r}")

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure import tracing
+from tenure.asking import Ask
 from tenure.errors import (
     InvalidArgument,
     JobCancelled,
@@ -235,13 +236,18 @@ class JobContext:
 
     # -- runs that wait ----------------------------------------------------------------------
 
-    def wait_for(self, name: str, timeout: float | None = None) -> JSON:
+    def wait_for(self, name: str, timeout: float | None = None, *, ask: Ask | None = None) -> JSON:
         """The payload of the job's signal `name`, suspending the job (no lease held) until it
         arrives; a signal sent before the wait returns at once. Past `timeout` seconds (by
-        the database's clock) raises `WaitTimeout`."""
+        the database's clock) raises `WaitTimeout`. `ask` is the question `tenure mcp` puts
+        to its caller for this signal (a form, a model's answer, the client's roots)."""
         name = check_name(name, "signal name")
         seconds = _timeout(timeout)
-        outcome = self._wait(self._names.signal(name), WaitFor.SIGNAL, seconds, signal=name)
+        if ask is not None and not isinstance(ask, Ask):
+            raise InvalidArgument(f"ask must be a tenure.Ask, got {type(ask).__name__}")
+        outcome = self._wait(
+            self._names.signal(name), WaitFor.SIGNAL, seconds, signal=name, ask=ask
+        )
         return signal_value(outcome, name, seconds)
 
     def spawn(
@@ -302,9 +308,11 @@ class JobContext:
             raise InvalidArgument("sleep needs a number of seconds")
         self._wait(self._names.sleep(), WaitFor.TIMER, length)
 
-    async def await_for(self, name: str, timeout: float | None = None) -> JSON:
+    async def await_for(
+        self, name: str, timeout: float | None = None, *, ask: Ask | None = None
+    ) -> JSON:
         """`wait_for` for async handlers."""
-        return await asyncio.to_thread(self.wait_for, name, timeout)
+        return await asyncio.to_thread(lambda: self.wait_for(name, timeout, ask=ask))
 
     async def aspawn(
         self,
@@ -336,6 +344,7 @@ class JobContext:
         *,
         signal: str | None = None,
         jobs: tuple[str, ...] = (),
+        ask: Ask | None = None,
     ) -> dict[str, Any]:
         """Replay a recorded wait, or settle it now, or suspend the job (raise `Suspended`)."""
         position, recorded = self._next_stage(name, StageKind.WAIT)
@@ -347,7 +356,15 @@ class JobContext:
             if waited.get("position") == position and waited.get("until"):
                 until = datetime.fromisoformat(waited["until"])
         request = WaitRequest(
-            position, name, wait_for, signal, jobs, seconds, until, {"position": position}
+            position,
+            name,
+            wait_for,
+            signal,
+            jobs,
+            seconds,
+            until,
+            {"position": position},
+            None if ask is None else ask.document(),
         )
         renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
         suspended = False

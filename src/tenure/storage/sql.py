@@ -45,7 +45,14 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
-from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest, decide, wait_document
+from tenure.storage.waits import (
+    WaitFor,
+    WaitOutcome,
+    WaitRequest,
+    decide,
+    wait_document,
+    waited_event,
+)
 from tenure.types import Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
 
 Params = Mapping[str, Any]
@@ -252,7 +259,7 @@ class SqlStore(SqlEvidence, Store, ABC):
                 **stage,
                 "wait": _dumps(document),
                 "until": None if until is None else self._time_param(until),
-                "detail": _dumps({**request.detail, **document}),
+                "detail": _dumps({**request.detail, **waited_event(document)}),
             }
             self._write_steps(tx, "wait__suspend", suspend)
             return WaitOutcome(None)

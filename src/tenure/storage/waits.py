@@ -47,6 +47,8 @@ class WaitRequest:
     seconds: float | None = None
     until: datetime | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    # The question put to an MCP caller for the signal (`tenure.Ask.document()`).
+    ask: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +113,23 @@ def decide(
 
 
 def wait_document(request: WaitRequest, until: datetime | None) -> dict[str, Any]:
-    """The job's `wait` column while it waits (ids, names and times; no content)."""
+    """The job's `wait` column while it waits: ids, names and times, and the question the
+    handler chose to put to its caller (see `waited_event`)."""
     document: dict[str, Any] = {"for": request.wait_for.value, "position": request.position}
     if request.signal is not None:
         document["name"] = request.signal
+    if request.ask is not None:
+        document["ask"] = request.ask
     if request.jobs:
         document["jobs"] = list(request.jobs)
     if until is not None:
         document["until"] = until.isoformat()
     return document
+
+
+def waited_event(document: dict[str, Any]) -> dict[str, Any]:
+    """The `job_waiting` event's view of the wait: the question's method, never its words."""
+    shown = {key: value for key, value in document.items() if key != "ask"}
+    if "ask" in document:
+        shown["ask"] = document["ask"]["method"]
+    return shown
