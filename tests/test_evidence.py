@@ -134,6 +134,9 @@ def test_a_tenants_cached_result_is_never_returned_to_another_tenant(
     ]
     assert library.searches == 2
     assert first.result == other.result == again.result == ["kb://handbook"]
+    # The query is content: no event, of any job, holds its words.
+    for job in (first, other, again):
+        assert "forecast" not in repr(answering.ledger.events(job.id)).lower()
 
 
 def test_a_permission_version_bump_is_a_miss(answering: tenure.App, library: Library) -> None:

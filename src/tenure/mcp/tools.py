@@ -122,7 +122,12 @@ OWN_TOOLS: dict[str, Tool] = {
                     "name": {"type": "string", "description": "the signal's name"},
                     "payload": {
                         "description": "the signal's payload: any JSON value",
-                        "type": ["object", "array", "string", "number", "boolean", "null"],
+                        # One `type` per branch: portable to single-type dialects (the MCP
+                        # Inspector's --strict check).
+                        "anyOf": [
+                            {"type": kind}
+                            for kind in ("object", "array", "string", "number", "boolean", "null")
+                        ],
                     },
                 },
                 "required": ["id", "name"],
