@@ -113,7 +113,7 @@ def test_errors_become_tenure_exceptions(served: tuple[tenure.App, LiveServer, s
 
 def test_a_database_that_is_away_is_service_unavailable(tmp_path: Path) -> None:
     """SQLite held by another writer: the server answers 503 and the client raises
-    `ServiceUnavailable` (a `StoreUnavailable`)."""
+    `ServiceUnavailable` (a `tenure.Unavailable`, as `StoreUnavailable` is)."""
     db = tmp_path / "held.db"
     ledger = tenure.connect(f"sqlite:///{db}", timeout=0.3)
     key = ledger.create_tenant("acme")
@@ -122,8 +122,10 @@ def test_a_database_that_is_away_is_service_unavailable(tmp_path: Path) -> None:
             holder = sqlite3.connect(db, isolation_level=None)
             holder.execute("BEGIN EXCLUSIVE")
             try:
-                with pytest.raises(tenure.ServiceUnavailable, match="503"):
+                with pytest.raises(tenure.ServiceUnavailable, match="503") as away:
                     client.submit("echo", {})
+                assert isinstance(away.value, tenure.Unavailable)
+                assert not isinstance(away.value, tenure.StoreUnavailable)
             finally:
                 holder.execute("ROLLBACK")
                 holder.close()

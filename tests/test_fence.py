@@ -228,7 +228,8 @@ def test_middleware_replays_refuses_and_passes_through(served: str) -> None:
         assert again.headers["x-fence-replayed"] == "true"
         stale = client.post("/charge", json={"amount": 1}, headers=fenced(1, "k2"))
         assert stale.status_code == 409
-        assert stale.json()["error"] == "stale_fence" and stale.json()["fence"] == 1
+        refused = stale.json()["error"]
+        assert refused["code"] == "stale_fence" and refused["fence"] == 1
         plain = client.post("/charge", json={"amount": 1})
         assert (plain.status_code, plain.json()) == (201, {"charge": 2})
         partial = client.post("/charge", headers={"Idempotency-Key": "k3"})
@@ -256,7 +257,7 @@ def test_middleware_can_require_fence_headers(served: str) -> None:
     with httpx.Client(base_url=served) as client:
         missing = client.post("/charge", json={})
         assert missing.status_code == 428
-        assert missing.json()["error"] == "fence_required"
+        assert missing.json()["error"]["code"] == "fence_required"
         assert client.post("/charge", json={}, headers=fenced(1, "k")).status_code == 201
         assert client.get("/charge").status_code == 201
         assert client.post("/healthz", json={}).status_code == 201

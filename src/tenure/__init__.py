@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
 
 # The submodules the README names after `import tenure` (`tenure.fence.headers(fx)`,
 # `tenure.replay.replay(...)`): both are plain Python, no extra needed.
 from tenure import checks, fence, replay
+from tenure._version import __version__
 from tenure.app import App, JobClass
 from tenure.asking import Ask
 from tenure.errors import (
@@ -38,6 +38,7 @@ from tenure.errors import (
     TenureError,
     TerminalJob,
     ToolOutcomeUnknown,
+    Unavailable,
     UnsupportedDatabase,
     WaitTimeout,
 )
@@ -64,11 +65,6 @@ from tenure.types import (
 
 # A library stays silent unless the application configures logging for "tenure".
 logging.getLogger("tenure").addHandler(logging.NullHandler())
-
-try:
-    __version__ = version("tenure")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 __all__ = [
     "TERMINAL_STATES",
@@ -124,6 +120,7 @@ __all__ = [
     "TenureError",
     "TerminalJob",
     "ToolOutcomeUnknown",
+    "Unavailable",
     "UnsupportedDatabase",
     "WaitTimeout",
     "Worker",

@@ -26,17 +26,15 @@ import httpx
 
 from tenure import tracing
 from tenure.errors import (
+    SERVED,
     AccessDenied,
-    IdempotencyConflict,
     InvalidArgument,
-    InvalidTransition,
     JobFailed,
     JobNotFound,
     PayloadTooLarge,
     ServiceUnavailable,
-    SignalConflict,
+    StoreUnavailable,
     TenureError,
-    TerminalJob,
 )
 from tenure.evidence import Evidence, reference_from
 from tenure.types import JSON, Event, EventType, Job, JobState
@@ -46,14 +44,10 @@ from tenure.types import JSON, Event, EventType, Job, JobState
 _LONG_POLL = 25.0
 _RETRY_PAUSE = 0.2
 
+# The service's codes back to their classes; its database away is this client's service away.
 _BY_CODE: dict[str, Callable[[str], TenureError]] = {
-    "not_found": JobNotFound,
-    "idempotency_conflict": IdempotencyConflict,
-    "terminal_job": TerminalJob,
-    "invalid_transition": InvalidTransition,
-    "signal_conflict": SignalConflict,
-    "payload_too_large": PayloadTooLarge,
-    "database_unavailable": ServiceUnavailable,
+    **{kind.error_code: kind for kind in SERVED},
+    StoreUnavailable.error_code: ServiceUnavailable,
 }
 _BY_STATUS: dict[int, Callable[[str], TenureError]] = {
     400: InvalidArgument,

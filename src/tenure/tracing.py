@@ -85,7 +85,7 @@ def _parent(traceparent: str | None) -> Context | None:
 def _tracer() -> Any:
     from opentelemetry import trace
 
-    from tenure import __version__
+    from tenure._version import __version__
 
     return trace.get_tracer(_SCOPE, __version__)
 
@@ -168,16 +168,17 @@ class AttemptTrace:
         context = trace.set_span_in_context(self.span)
         _tracer().start_span(f"tenure.{kind}", context=context, attributes=attributes).end()
 
-    def end(self, outcome: str) -> None:
-        """End the attempt's span with what became of it (succeeded, failed, retried, …); the
-        first call ends it (a run settled by its stage timeout ends before its handler)."""
+    def end(self, outcome: str, *, failed: bool) -> None:
+        """End the attempt's span with what became of it (succeeded, failed, retried, …), an
+        error status when `failed`; the first call ends it (a run settled by its stage timeout
+        ends before its handler)."""
         if self.span is None or self._ended:
             return
         self._ended = True
         from opentelemetry.trace import Status, StatusCode
 
         self.span.set_attribute("tenure.outcome", outcome)
-        if outcome in ("failed", "retried", "lease_lost", "result_rejected", "stopped"):
+        if failed:
             self.span.set_status(Status(StatusCode.ERROR, outcome))
         self.span.end()
 

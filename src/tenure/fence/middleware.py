@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from tenure.errors import StaleFence, TenureError
+from tenure.errors import StaleFence, TenureError, error_body
 from tenure.fence.guard import FenceGuard
 
 Scope = MutableMapping[str, Any]
@@ -19,6 +19,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 FENCE, SCOPE, KEY = b"x-execution-fence", b"x-execution-scope", b"idempotency-key"
 TRACEPARENT = b"traceparent"
 REPLAYED = b"x-fence-replayed"
+BAD_HEADERS = "bad_fence_headers"
 
 
 class _NotStored(Exception):
@@ -32,7 +33,8 @@ class _NotStored(Exception):
 class FenceMiddleware:
     """Reads `X-Execution-Fence`, `X-Execution-Scope` and `Idempotency-Key`.
 
-    A stale fence gets 409 with a JSON reason; a repeated key gets the stored status and body
+    A stale fence gets 409 with the service's JSON error shape (`{"error": {"code":
+    "stale_fence", "message", "scope", "fence"}}`); a repeated key gets the stored status and body
     (with `X-Fence-Replayed: true`); requests without the headers pass through, or get 428 when
     `require=True`. A 5xx answer from the app is passed on and not stored, so a retry runs again.
 
@@ -70,7 +72,7 @@ class FenceMiddleware:
         try:
             command = _fence_headers(scope)
         except ValueError as exc:
-            await _json(send, 400, {"error": "bad_fence_headers", "detail": str(exc)})
+            await _json(send, 400, error_body(BAD_HEADERS, str(exc)))
             return
         if command is not None:
             await self._guarded(command, scope, receive, send)
@@ -78,10 +80,10 @@ class FenceMiddleware:
             await _json(
                 send,
                 428,
-                {
-                    "error": "fence_required",
-                    "detail": "send X-Execution-Fence, X-Execution-Scope and Idempotency-Key",
-                },
+                error_body(
+                    "fence_required",
+                    "send X-Execution-Fence, X-Execution-Scope and Idempotency-Key",
+                ),
             )
         else:
             await self.app(scope, receive, send)
@@ -102,15 +104,12 @@ class FenceMiddleware:
                 fence_scope, fence, key, run, traceparent=_traceparent(scope)
             )
         except StaleFence as exc:
-            await _json(
-                send,
-                409,
-                {"error": "stale_fence", "scope": fence_scope, "fence": fence, "detail": str(exc)},
-            )
+            body = error_body(StaleFence.error_code, str(exc), scope=fence_scope, fence=fence)
+            await _json(send, StaleFence.http_status, body)
         except _NotStored as failed:
             await _replay(send, failed.response, replayed=False)
         except TenureError as exc:
-            await _json(send, 400, {"error": "bad_fence_headers", "detail": str(exc)})
+            await _json(send, 400, error_body(BAD_HEADERS, str(exc)))
         else:
             await _replay(send, response, replayed=replayed)
 

@@ -26,7 +26,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from tenure import __version__
+from tenure._version import __version__
 from tenure.app import App
 from tenure.errors import (
     IdempotencyConflict,

@@ -29,13 +29,12 @@ from tenure.ledger import Ledger, backoff_delay
 from tenure.runtime.committer import Committer
 from tenure.runtime.context import Suspended
 from tenure.runtime.keeper import LeaseKeeper
-from tenure.runtime.run import JobRun
+from tenure.runtime.run import JobRun, RunEnd, Write
 from tenure.runtime.threads import HandlerThreads
 from tenure.types import CancelReason, EventType, JobState
 
 # Cancellations after which a returned result is still offered to the database to judge.
 _DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
-_COUNTED = {"complete": "succeeded", "release": "released"}
 
 
 class Outcomes:
@@ -86,14 +85,14 @@ class Outcomes:
 
         if self._hand_over and self._committer.hand_over(run.lease, result, answered):
             return True
-        self._attempt(run, "complete", lambda r: self._committer.complete(r.lease, result))
+        self._attempt(run, Write.COMPLETE, lambda r: self._committer.complete(r.lease, result))
         return False
 
     def _answered(self, run: JobRun, result: Any, error: BaseException | None) -> None:
         """The committer's answer, on its thread: a published result ends the run here."""
         if error is None:
-            run.outcome = "succeeded"
-            self._keeper.count("succeeded", run=run)
+            run.outcome = RunEnd.SUCCEEDED
+            self._keeper.count(RunEnd.SUCCEEDED, run=run)
             self._over(run)
             return
         self._threads.run(self._settle_answer, (run, result, error))
@@ -110,7 +109,7 @@ class Outcomes:
             self._committer.complete(r.lease, result)
 
         try:
-            self._attempt(run, "complete", write)
+            self._attempt(run, Write.COMPLETE, write)
         except Exception as exc:  # what `complete` raises for this job alone (too large, …)
             self.handler_error(run, exc)
         finally:
@@ -131,8 +130,8 @@ class Outcomes:
         if isinstance(exc, (JobCancelled, Suspended)):  # a suspended job waits, without lease
             if isinstance(exc, JobCancelled):
                 run.log(logging.WARNING, "job_stopped", reason=exc.reason)
-            if run.outcome == "unfinished":
-                run.outcome = "suspended" if isinstance(exc, Suspended) else "stopped"
+            if run.outcome is RunEnd.UNFINISHED:
+                run.outcome = RunEnd.SUSPENDED if isinstance(exc, Suspended) else RunEnd.STOPPED
         elif isinstance(exc, NonRetryable):
             self.fail(run, exc.error_document(self._app.keep_error_messages), retryable=False)
         elif isinstance(exc, ResumeRefused):
@@ -173,14 +172,14 @@ class Outcomes:
             r.log_failure(error, retried=state is JobState.QUEUED)
             return state
 
-        self.finish(run, "fail", write)
+        self.finish(run, Write.FAIL, write)
 
-    def finish(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+    def finish(self, run: JobRun, action: Write, write: Callable[[JobRun], Any]) -> None:
         """Write the run's outcome with `write`, unless another already was (or is being)."""
         if run.try_finish():
             self._attempt(run, action, write)
 
-    def _attempt(self, run: JobRun, action: str, write: Callable[[JobRun], Any]) -> None:
+    def _attempt(self, run: JobRun, action: Write, write: Callable[[JobRun], Any]) -> None:
         """Write an outcome; retry while the database is away, for up to a lease length."""
         deadline = time.monotonic() + run.job_class.lease
         while True:
@@ -188,7 +187,7 @@ class Outcomes:
                 outcome = write(run)
             except LeaseLost:
                 self._keeper.count("results_rejected", run=run)
-                run.outcome = "result_rejected"
+                run.outcome = RunEnd.RESULT_REJECTED
                 run.trace.event("result_rejected", run.lease.token, action=action)
                 run.cancel(self._ledger.lost_reason(run.lease.job_id))
                 return
@@ -201,7 +200,7 @@ class Outcomes:
             except StoreUnavailable:
                 run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
-            run.outcome = _COUNTED.get(action, "failed" if str(outcome) == "failed" else "retried")
+            run.outcome = action.end(outcome)
             self._keeper.count(run.outcome, run=run)
             return
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
+from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
@@ -21,9 +22,45 @@ from tenure.ledger import Ledger
 from tenure.logs import emit
 from tenure.runtime.evidence import NO_RULES, EvidenceRules
 from tenure.tracing import NO_TRACE, AttemptTrace
-from tenure.types import CancelReason, EventType, Lease
+from tenure.types import CancelReason, EventType, JobState, Lease
 
 log = logging.getLogger("tenure.worker")
+
+
+class RunEnd(StrEnum):
+    """What became of a run: its span's `tenure.outcome` and the worker's counter."""
+
+    UNFINISHED = "unfinished"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # its last attempt
+    RETRIED = "retried"  # failed, with attempts left
+    RELEASED = "released"  # given back at a shutdown
+    SUSPENDED = "suspended"  # waits, without a lease
+    STOPPED = "stopped"  # told to stop (a cancel, a lost lease, a timeout)
+    RESULT_REJECTED = "result_rejected"  # another owner's lease: the database refused it
+
+    @property
+    def is_error(self) -> bool:
+        return self in _ERROR_ENDS
+
+
+_ERROR_ENDS = frozenset({RunEnd.FAILED, RunEnd.RETRIED, RunEnd.RESULT_REJECTED, RunEnd.STOPPED})
+
+
+class Write(StrEnum):
+    """The lease-guarded write that ends a run."""
+
+    COMPLETE = "complete"
+    FAIL = "fail"
+    RELEASE = "release"
+
+    def end(self, answer: object) -> RunEnd:
+        """The run's end once this write succeeded with `answer` (a fail's: the job's state)."""
+        if self is Write.COMPLETE:
+            return RunEnd.SUCCEEDED
+        if self is Write.RELEASE:
+            return RunEnd.RELEASED
+        return RunEnd.FAILED if answer is JobState.FAILED else RunEnd.RETRIED
 
 
 class JobRun:
@@ -45,7 +82,7 @@ class JobRun:
         self.labels = job_class.labels_of(lease.labels)
         self.label_items = tuple(sorted(self.labels.items()))
         self.trace: AttemptTrace = NO_TRACE
-        self.outcome = "unfinished"  # succeeded, failed, retried, released, suspended, …
+        self.outcome = RunEnd.UNFINISHED
         self.started = sent_at
         self.confirmed_until = sent_at + lease.lease_seconds
         self.lease_until: datetime = lease.lease_until

@@ -44,7 +44,7 @@ from tenure.runtime.failures import FailureRun
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.outcomes import Outcomes
-from tenure.runtime.run import JobRun
+from tenure.runtime.run import JobRun, Write
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads, join_thread
 from tenure.types import CancelReason, Lease
@@ -235,7 +235,7 @@ class Worker:
                 self._slot_freed.clear()
             for run in self._active():
                 run.cancel(CancelReason.SHUTDOWN)
-                live.outcomes.finish(run, "release", lambda r: live.ledger.release(r.lease))
+                live.outcomes.finish(run, Write.RELEASE, lambda r: live.ledger.release(r.lease))
             live.committer.stop()
             self._threads.stop()
             live.keeper.stop()
@@ -498,7 +498,7 @@ class Worker:
         """The run is over, or settled while its handler may never return (Python cannot kill
         a thread; it can no longer publish anything): stop renewing, give its slot back."""
         self._state().keeper.untrack(run)
-        run.trace.end(run.outcome)
+        run.trace.end(run.outcome, failed=run.outcome.is_error)
         with self._runs_lock:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]

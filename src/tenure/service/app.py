@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
-from tenure import __version__
+from tenure._version import __version__
 from tenure.ledger import Ledger
 from tenure.service import api, errors, health, rollouts
 from tenure.service.limits import RequestLimits

@@ -10,33 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tenure.errors import (
-    IdempotencyConflict,
-    InvalidArgument,
-    InvalidTransition,
-    JobNotFound,
-    PayloadTooLarge,
-    SignalConflict,
-    StoreUnavailable,
-    TenureError,
-    TerminalJob,
-)
+from tenure.errors import TenureError, error_body, served_as
 from tenure.logs import emit
 from tenure.service.models import ErrorOut
 
 log = logging.getLogger("tenure.service")
-
-# The statuses a tenure error becomes, most specific first.
-_STATUS: list[tuple[type[TenureError], int, str]] = [
-    (PayloadTooLarge, 413, "payload_too_large"),
-    (InvalidArgument, 422, "invalid_argument"),
-    (JobNotFound, 404, "not_found"),
-    (IdempotencyConflict, 409, "idempotency_conflict"),
-    (TerminalJob, 409, "terminal_job"),
-    (InvalidTransition, 409, "invalid_transition"),
-    (SignalConflict, 409, "signal_conflict"),
-    (StoreUnavailable, 503, "database_unavailable"),
-]
 
 
 def error_response(
@@ -48,10 +26,8 @@ def error_response(
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     """The one shape of every error answer."""
-    body: dict[str, Any] = {"code": code, "message": message}
-    if details is not None:
-        body["details"] = details
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+    extra = {} if details is None else {"details": details}
+    return JSONResponse(error_body(code, message, **extra), status_code=status, headers=headers)
 
 
 def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -78,14 +54,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TenureError)
     async def tenure_error(request: Request, exc: TenureError) -> JSONResponse:
-        for kind, status, code in _STATUS:
-            if isinstance(exc, kind):
-                headers = {"Retry-After": "1"} if status == 503 else None
-                if status == 503:
-                    emit(log, logging.WARNING, "request_failed", path=request.url.path, code=code)
-                return error_response(status, code, str(exc), headers=headers)
-        emit(log, logging.ERROR, "request_failed", path=request.url.path, code="tenure_error")
-        return error_response(500, "internal_error", "the request failed; see the service log")
+        served = served_as(exc)
+        if served is None:
+            emit(log, logging.ERROR, "request_failed", path=request.url.path, code="tenure_error")
+            return error_response(500, "internal_error", "the request failed; see the service log")
+        status, code = served.http_status, served.error_code
+        headers = {"Retry-After": "1"} if status == 503 else None
+        if status == 503:
+            emit(log, logging.WARNING, "request_failed", path=request.url.path, code=code)
+        return error_response(status, code, str(exc), headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
