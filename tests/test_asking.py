@@ -12,8 +12,8 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.errors import InvalidArgument, PayloadTooLarge
-from tenure.ledger.waits import awaited_ask
 from tenure.mcp.tasks import input_requests, signal_payload
+from tenure.waits import awaited_ask
 from tests.test_waits import FAST, ended, waiting
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}}

@@ -21,7 +21,7 @@ from tenure.errors import (
     SignalConflict,
     TerminalJob,
 )
-from tenure.storage.waits import WaitFor, WaitRequest
+from tenure.waits import WaitFor, WaitRequest
 from tests.support.waiting import poll
 
 FAST: dict[str, Any] = {"lease": 2.0, "heartbeat": 0.5, "missed": 1, "jitter": 0.3}

@@ -139,7 +139,7 @@ def test_http_signals_first_wins_repeat_is_harmless_conflict_is_409(
 
 def test_metrics_count_waiting_jobs_by_kind(ledger: tenure.Ledger) -> None:
     """`/metrics` reports waiting jobs per kind (tenure_jobs{state="waiting"})."""
-    from tenure.storage.waits import WaitFor, WaitRequest
+    from tenure.waits import WaitFor, WaitRequest
 
     for _ in range(2):
         ledger.submit("approval", {})

@@ -23,8 +23,9 @@ from tenure.app import App
 from tenure.errors import InvalidArgument
 from tenure.evidence import DocumentRef
 from tenure.ledger import Ledger
-from tenure.runtime.waiting import StageNames, children_value, signal_value
+from tenure.runtime.stage_names import StageNames
 from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
+from tenure.waits import WaitResult, children_value, result_of, signal_value
 
 
 @dataclass(slots=True)
@@ -190,11 +191,12 @@ class ReplayContext:
     async def asleep(self, seconds: float) -> None:
         self.sleep(seconds)
 
-    def _recorded_wait(self, name: str) -> dict[str, Any]:
+    def _recorded_wait(self, name: str) -> WaitResult:
         outcome = self._substitute(name, self._next(), StageKind.WAIT, "not waited")
-        if not isinstance(outcome, dict):
-            raise InvalidArgument(f"the recorded run has no finished wait {name!r} here")
-        return outcome
+        try:
+            return result_of(outcome)
+        except InvalidArgument:
+            raise InvalidArgument(f"the recorded run has no finished wait {name!r} here") from None
 
     def unreached(self) -> list[Stage]:
         """Recorded stages the replayed handler never asked for."""

@@ -24,9 +24,9 @@ from tenure.cli.common import (
 )
 from tenure.evaluation import evaluate, golden_set, read_job_ids
 from tenure.ledger import Ledger
-from tenure.ledger.waits import describe_wait
 from tenure.replay import replay
 from tenure.types import JobState, PurgeReport
+from tenure.waits import describe_wait
 
 
 def cmd_migrate(ledger: Ledger, args: argparse.Namespace) -> int:

@@ -25,9 +25,9 @@ from tenure.errors import InvalidArgument, JobFailed
 from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
-from tenure.ledger.waits import awaited_signal
 from tenure.types import JSON, EventType, Job, JobState
 from tenure.validation import check_name
+from tenure.waits import awaited_signal
 
 # Each wait on a Client is at most this long, so that a cancelled run stops soon.
 _WAIT_SLICE = 5.0

@@ -36,8 +36,8 @@ from tenure.integrations.jobcalls import (
     result_text,
     tool_spec,
 )
-from tenure.ledger.waits import awaited_signal
 from tenure.types import Job
+from tenure.waits import awaited_signal
 
 # What the chat models' tool-calling APIs accept as a function's name.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

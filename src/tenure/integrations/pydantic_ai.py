@@ -32,8 +32,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from tenure.errors import IdempotencyConflict, InvalidArgument, JobFailed
 from tenure.integrations.jobcalls import JobCalls, ended_message, outcome, tool_spec
-from tenure.ledger.waits import awaited_signal
 from tenure.types import JSON
+from tenure.waits import awaited_signal
 
 # What model APIs accept as a function's name.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -28,7 +28,6 @@ from tenure.validation import check_int, check_job_id, check_name
 
 log = logging.getLogger("tenure")
 STABLE = "stable"
-HELD_SIGNAL = "release"  # what a held job waits for (`tenure rollout release KIND` sends it)
 ROLLOUT_CACHE = 1.0
 _ON_TRIP = ("stable", "hold")
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from typing import Any
 
-from tenure.asking import Ask
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -16,12 +14,12 @@ from tenure.errors import (
 from tenure.ledger.core import event_detail
 from tenure.ledger.leases import Leases
 from tenure.ledger.reading import Reading
-from tenure.ledger.rollouts import HELD_SIGNAL
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
-from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
+from tenure.storage.waits import SignalOutcome
 from tenure.types import JSON, EventType, Job, JobState, Lease
 from tenure.validation import check_job_id, check_name, encode_json
+from tenure.waits import HELD_SIGNAL, WaitOutcome, WaitRequest, WaitState
 
 log = logging.getLogger("tenure")
 
@@ -68,8 +66,8 @@ class Waits(Submission, Leases, Reading):
         while True:
             page = self.store.list_jobs(JobState.WAITING, kind, None, 500, after)
             for job in page:
-                wait = job.wait or {}
-                if wait.get("name") == HELD_SIGNAL and wait.get("position") == -1:
+                state = WaitState.parse(job.wait)
+                if state is not None and state.held and state.signal == HELD_SIGNAL:
                     released += self.signal(job.id, HELD_SIGNAL, None)
             if len(page) < 500:
                 return released
@@ -121,36 +119,3 @@ class Waits(Submission, Leases, Reading):
         if outcome is None:
             self._lost(lease, "wait")
         return outcome
-
-
-def awaited_signal(job: Job) -> str | None:
-    """The signal a waiting job waits for, if that is what it waits for."""
-    wait = job.wait or {}
-    if job.state is JobState.WAITING and wait.get("for") == "signal":
-        name = wait.get("name")
-        return name if isinstance(name, str) else None
-    return None
-
-
-def awaited_ask(job: Job) -> Ask | None:
-    """The question a job waiting for a signal puts to its caller, if its handler gave one."""
-    if awaited_signal(job) is None:
-        return None
-    return Ask.from_document((job.wait or {}).get("ask"))
-
-
-def describe_wait(wait: dict[str, Any] | None) -> str:
-    """A waiting job's condition in words: 'signal approval', '2 jobs', 'timer', with its
-    deadline."""
-    if not wait:
-        return ""
-    what = wait.get("for")
-    if what == "signal":
-        text = f"signal {wait.get('name')}"
-    elif what == "jobs":
-        count = len(wait.get("jobs") or [])
-        text = f"{count} child job" + ("" if count == 1 else "s")
-    else:
-        text = "timer"
-    until = wait.get("until")
-    return f"{text} until {until}" if until else text

@@ -39,7 +39,6 @@ from tenure.errors import (
 from tenure.ledger import Ledger
 from tenure.ledger.awaiting import await_end
 from tenure.ledger.tenants import Principal
-from tenure.ledger.waits import awaited_signal, describe_wait
 from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
@@ -53,6 +52,7 @@ from tenure.mcp.tools import (
 )
 from tenure.types import EventType, Job, JobState, StageStatus
 from tenure.validation import check_job_id
+from tenure.waits import awaited_signal, describe_wait
 
 KEY_META = "io.tenure/idempotency-key"
 PRINCIPAL_META = "io.tenure/principal"

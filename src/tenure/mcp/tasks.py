@@ -11,9 +11,9 @@ from typing import Any, cast
 
 from tenure.asking import CAPABILITY, Ask
 from tenure.errors import InvalidArgument
-from tenure.ledger.waits import awaited_ask, awaited_signal, describe_wait
 from tenure.mcp.tools import job_result
 from tenure.types import JSON, Job, JobState
+from tenure.waits import awaited_ask, awaited_signal, describe_wait
 
 TASKS = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS = 500

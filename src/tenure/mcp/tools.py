@@ -17,8 +17,8 @@ from tenure.app import App
 from tenure.errors import InvalidJobClass
 from tenure.integrations.arguments import argument_problems
 from tenure.integrations.jobcalls import ended_message, result_text
-from tenure.ledger.waits import describe_wait
 from tenure.types import JSON, Job, JobState
+from tenure.waits import describe_wait
 
 # SEP-986: what a tool name may be.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

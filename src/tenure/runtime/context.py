@@ -29,10 +29,19 @@ from tenure.errors import (
 )
 from tenure.evidence import DocumentRef, Reference
 from tenure.runtime.evidence import child_principal, recheck_evidence, retrieve
-from tenure.runtime.waiting import StageNames, children_value, signal_value
-from tenure.storage.waits import WaitFor, WaitOutcome, WaitRequest
+from tenure.runtime.stage_names import StageNames
 from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
 from tenure.validation import check_job_id, check_name, encode_json
+from tenure.waits import (
+    WaitFor,
+    WaitOutcome,
+    WaitRequest,
+    WaitResult,
+    WaitState,
+    children_value,
+    result_of,
+    signal_value,
+)
 
 if TYPE_CHECKING:
     from tenure.ledger import Ledger
@@ -345,27 +354,17 @@ class JobContext:
         signal: str | None = None,
         jobs: tuple[str, ...] = (),
         ask: Ask | None = None,
-    ) -> dict[str, Any]:
+    ) -> WaitResult:
         """Replay a recorded wait, or settle it now, or suspend the job (raise `Suspended`)."""
         position, recorded = self._next_stage(name, StageKind.WAIT)
         until = None
         if recorded is not None:
             if recorded.status is StageStatus.DONE:
-                return dict(recorded.result)
-            waited = self._run.lease.wait or {}
-            if waited.get("position") == position and waited.get("until"):
-                until = datetime.fromisoformat(waited["until"])
-        request = WaitRequest(
-            position,
-            name,
-            wait_for,
-            signal,
-            jobs,
-            seconds,
-            until,
-            {"position": position},
-            None if ask is None else ask.document(),
-        )
+                return result_of(recorded.result)
+            waited = WaitState.parse(self._run.lease.wait)
+            if waited is not None and waited.position == position:
+                until = waited.until  # a resumed wait keeps the deadline it had
+        request = WaitRequest(position, name, wait_for, signal, jobs, seconds, until, ask)
         renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
         suspended = False
         try:
@@ -376,6 +375,12 @@ class JobContext:
         finally:
             if not suspended:
                 self._run.renewing = renewing and not self._run.cancelled.is_set()
+        if outcome.strangers:
+            raise NonRetryable(
+                f"job {outcome.strangers[0]} is not a child of this job: a job waits only for "
+                "the jobs it spawned",
+                code="not_a_child",
+            )
         if outcome.result is None:
             self._run.suspended()
             self._run.log(

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from tenure.storage.evidence import EvidenceStore
-from tenure.storage.waits import SignalOutcome, WaitOutcome, WaitRequest
+from tenure.storage.waits import SignalOutcome
 from tenure.types import (
     JSON,
     Event,
@@ -29,6 +29,7 @@ from tenure.types import (
     Stage,
     StageKind,
 )
+from tenure.waits import WaitOutcome, WaitRequest
 
 
 @dataclass(frozen=True, slots=True)

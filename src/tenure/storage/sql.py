@@ -45,15 +45,9 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
-from tenure.storage.waits import (
-    WaitFor,
-    WaitOutcome,
-    WaitRequest,
-    decide,
-    wait_document,
-    waited_event,
-)
-from tenure.types import Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
+from tenure.storage.waits import decide, wait_document, waited_event
+from tenure.types import JSON, Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
+from tenure.waits import ChildEnd, WaitFor, WaitOutcome, WaitRequest, record_of
 
 Params = Mapping[str, Any]
 
@@ -229,31 +223,35 @@ class SqlStore(SqlEvidence, Store, ABC):
             if not locked:
                 return None
             now = self.decode.time(locked[0]["now"])
-            signal, children = [], []
+            signal: list[JSON] = []
+            children: list[ChildEnd] = []
             if request.wait_for is WaitFor.SIGNAL:
                 found = tx.rows("wait__signal", {"job_id": lease.job_id, "name": request.signal})
                 signal = [self.decode.json(row["payload"]) for row in found]
             elif request.wait_for is WaitFor.JOBS:
                 ids = {"job_id": lease.job_id, "ids": self._array(request.jobs)}
                 children = [
-                    {
-                        "id": str(row["id"]),
-                        "state": row["state"],
-                        "result": self.decode.json(row["result"]),
-                        "error": self.decode.json(row["error"]),
-                    }
+                    ChildEnd(
+                        id=str(row["id"]),
+                        state=row["state"],
+                        result=self.decode.json(row["result"]),
+                        error=self.decode.json(row["error"]),
+                    )
                     for row in tx.rows("wait__children", ids)
                 ]
-            result, until = decide(request, now, signal, children)
+            outcome, until = decide(request, now, signal, children)
+            if outcome.strangers:
+                return outcome
             stage = {**held, "position": request.position, "name": request.name}
-            if result is not None:
+            if outcome.result is not None:
+                result = record_of(outcome.result)
                 detail = {**request.detail, "outcome": next(iter(result))}
                 self._write_steps(
                     tx,
                     "wait__settle",
                     {**stage, "result": _dumps(result), "detail": _dumps(detail)},
                 )
-                return WaitOutcome(result)
+                return outcome
             document = wait_document(request, until)
             suspend = {
                 **stage,
@@ -262,7 +260,7 @@ class SqlStore(SqlEvidence, Store, ABC):
                 "detail": _dumps({**request.detail, **waited_event(document)}),
             }
             self._write_steps(tx, "wait__suspend", suspend)
-            return WaitOutcome(None)
+            return outcome
 
     def children(self, job_id: str) -> list[Job]:
         """The jobs this job spawned, in submission order."""

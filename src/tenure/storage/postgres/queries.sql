@@ -30,7 +30,7 @@ inserted AS (
                               clock.now + make_interval(secs => %(delay)s)) END,
            %(priority)s, clock.now, clock.now, %(parent_id)s::uuid, %(variant)s,
            CASE WHEN %(held)s THEN 'waiting' ELSE 'queued' END,
-           CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
+           CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1, "held": true}'::jsonb END,
            %(labels)s::jsonb, %(traceparent)s, %(principal)s,
            (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
     FROM clock
@@ -66,7 +66,7 @@ inserted AS (
                               clock.now + make_interval(secs => %(delay)s)) END,
            %(priority)s, clock.now, clock.now, given.variant,
            CASE WHEN given.held THEN 'waiting' ELSE 'queued' END,
-           CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1}'::jsonb END,
+           CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1, "held": true}'::jsonb END,
            %(labels)s::jsonb, %(traceparent)s, %(principal)s,
            (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
     FROM given, clock

@@ -18,7 +18,7 @@ VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload
         CASE WHEN :held THEN 253402300799.0 ELSE COALESCE(:run_at, :now + :delay) END,
         :priority, :now, :now, :parent_id, :variant,
         CASE WHEN :held THEN 'waiting' ELSE 'queued' END,
-        CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1}') END,
+        CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1, "held": true}') END,
         :labels, :traceparent, :principal,
         (SELECT version FROM tenure_kinds WHERE kind = :kind))
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
@@ -36,7 +36,7 @@ SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
             ELSE COALESCE(:run_at, :now + :delay) END,
        :priority, :now, :now, json_extract(g.value, '$[4]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 'waiting' ELSE 'queued' END,
-       CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1}') END,
+       CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1, "held": true}') END,
        :labels, :traceparent, :principal, (SELECT version FROM tenure_kinds WHERE kind = :kind)
 FROM json_each(:jobs) AS g
 ORDER BY g.key;

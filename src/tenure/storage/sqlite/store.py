@@ -31,7 +31,7 @@ from tenure.storage.sqlite.room import WriteRoom
 from tenure.storage.sqlite.schema import apply_migrations
 from tenure.storage.sqlite.turns import WriteTurns
 from tenure.storage.sqlite.tx import Q, SqliteTx
-from tenure.storage.sqlite.waits import cancel_tree, store_signal
+from tenure.storage.sqlite.wakers import cancel_tree, store_signal
 from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import (
     LOCAL,

@@ -1,5 +1,6 @@
-"""The SQLite store's cancel cascade and signals, each inside one BEGIN IMMEDIATE transaction
-(SQLite's writers take turns, so no wake-up can slip between a check and a write)."""
+"""The SQLite store's writes that wake a waiting job: a cancel cascade (a cancelled child
+wakes its parent) and a signal, each inside one BEGIN IMMEDIATE transaction (SQLite's writers
+take turns, so no wake-up can slip between a check and a write)."""
 
 from __future__ import annotations
 
