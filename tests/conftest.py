@@ -122,7 +122,7 @@ def ledger(connect: Callable[..., tenure.Ledger]) -> tenure.Ledger:
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Any]:
     """`tenure worker tests.support.apps:app` processes, stopped at the end of the test."""
-    from tests.test_worker_faults import Workers
+    from tests.support.workers import Workers
 
     group = Workers(tmp_path)
     yield group

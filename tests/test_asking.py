@@ -14,7 +14,8 @@ from tenure import JobState
 from tenure.errors import InvalidArgument, PayloadTooLarge
 from tenure.mcp.tasks import input_requests, signal_payload
 from tenure.waits import awaited_ask
-from tests.test_waits import FAST, ended, waiting
+from tests.support.timing import FAST
+from tests.test_waits import ended, waiting
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 

@@ -27,7 +27,7 @@ def first_attempts(app: tenure.App, version: int, *results: dict[str, Any]) -> l
     ids = [app.submit("research", {"n": n}) for n in range(len(results))]
     worker = tenure.Worker(app, concurrency=len(results)).start()
     for job_id in ids:
-        poll(lambda j=job_id: app.ledger.get(j).step == 1 or None, what="a first step")
+        poll(lambda: app.ledger.get(job_id).step == 1 or None, what="a first step")  # noqa: B023
     worker.stop(grace=0)
     for job_id in ids:
         job = app.ledger.get(job_id)

@@ -16,8 +16,7 @@ import tenure
 from tenure import JobState
 from tenure.service.settings import ServiceSettings
 from tests.support.service import LiveServer, free_port
-
-FAST: dict[str, Any] = {"lease": 2.0, "heartbeat": 0.5, "missed": 1, "jitter": 0.3}
+from tests.support.timing import FAST
 
 
 @pytest.fixture

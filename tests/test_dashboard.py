@@ -10,6 +10,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from tests.support.service import LiveServer
 CHROMIUM = Path(os.environ.get("TENURE_TEST_CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.slow
 
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api: Any = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture
@@ -55,7 +56,10 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         page.click("#use-key")
         rows = page.locator("#jobs tr")
         expect(rows).to_have_count(2)
-        state_of = lambda job_id: page.locator(f'tr[data-job-id="{job_id}"] [data-state]')  # noqa: E731
+
+        def state_of(job_id: str) -> Any:
+            return page.locator(f'tr[data-job-id="{job_id}"] [data-state]')
+
         expect(state_of(watched)).to_have_text("queued")
         age = page.locator(f'tr[data-job-id="{watched}"] td.age')
         expect(age).to_have_text(_seconds_left())  # the time since it was submitted

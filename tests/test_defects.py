@@ -20,7 +20,7 @@ from tenure.service import ServiceSettings
 from tests.support.cli import tenure_cli
 from tests.support.databases import direct, execute_sql
 from tests.support.service import LiveServer
-from tests.support.timing import SHORT
+from tests.support.timing import FAST
 from tests.support.waiting import until_db_time_passes
 
 
@@ -199,7 +199,7 @@ def test_a_raising_handler_says_where_at_warning_without_its_message(
     raised, and never the exception's message."""
     app = make_app()
 
-    @app.job("typo", max_attempts=1, **SHORT)
+    @app.job("typo", max_attempts=1, **FAST)
     def typo(ctx: tenure.JobContext, payload: Any) -> None:
         payload["missing"]["secret value"]
 
@@ -223,7 +223,7 @@ def test_a_step_that_raised_is_failed_not_in_doubt(
     app = make_app()
     runs: list[int] = []
 
-    @app.job("flaky", max_attempts=2, **SHORT)
+    @app.job("flaky", max_attempts=2, **FAST)
     def flaky(ctx: tenure.JobContext, payload: Any) -> str:
         def once() -> str:
             runs.append(ctx.attempt)
@@ -231,7 +231,7 @@ def test_a_step_that_raised_is_failed_not_in_doubt(
                 raise ConnectionError("the service said no")
             return "ok"
 
-        return ctx.step("call", once)
+        return str(ctx.step("call", once))
 
     job_id = app.submit("flaky", {})
     with tenure.Worker(app, concurrency=1):
@@ -325,7 +325,7 @@ def test_a_worker_says_which_database_it_uses(
     monkeypatch.chdir(tmp_path)
     app = tenure.App("sqlite:///jobs.db")
 
-    @app.job("noop", **SHORT)
+    @app.job("noop", **FAST)
     def noop(ctx: tenure.JobContext, payload: Any) -> None:
         """Nothing: the worker needs a class to start."""
 
@@ -527,7 +527,7 @@ def test_a_full_disk_is_reported_and_the_worker_backs_off(
 
     app = tenure.App(f"sqlite:///{small_disk / 'jobs.db'}")
 
-    @app.job("big", **SHORT)
+    @app.job("big", **FAST)
     def big(ctx: tenure.JobContext, payload: Any) -> None:
         """Nothing: the claim is what fails."""
 

@@ -11,7 +11,8 @@ import pytest
 from examples import golden
 
 import tenure
-from tenure.evaluation import evaluate, p95
+from tenure.evaluation import evaluate
+from tenure.ledger.rollouts import p95
 from tests.support.cli import tenure_cli
 from tests.support.processes import ROOT
 
@@ -120,7 +121,7 @@ def test_assertions_are_registered_by_kind_and_checked_at_registration() -> None
     with pytest.raises(tenure.InvalidJobClass, match="kind"):
         app.assertion("")
     with pytest.raises(tenure.InvalidJobClass, match="not callable"):
-        app.assertion("k")(42)  # type: ignore[arg-type]
+        app.assertion("k")(42)  # type: ignore[type-var]
     assert [check.__name__ for check in golden.app.assertions["support_reply"]] == [
         "the_status_fits_the_case",
         "no_refund_that_is_not_owed",

@@ -20,9 +20,8 @@ from tenure import Allowed, CodeResult, DocumentRef, JobState, MediaRef, retriev
 from tenure.errors import InvalidArgument, LeaseLost
 from tenure.testing.process import spawn_worker, wait_started
 from tests.support.processes import ROOT
+from tests.support.timing import FAST
 from tests.support.waiting import poll
-
-FAST: dict[str, Any] = {"lease": 2.0, "heartbeat": 0.5, "missed": 1, "jitter": 0.3}
 
 
 def digest(text: str) -> str:
@@ -76,6 +75,12 @@ class Library:
             return None if doc not in self.docs else self.ref(doc)
 
         return search
+
+
+def doc(evidence: tenure.Evidence) -> DocumentRef:
+    """The document a piece of evidence refers to (every ref of these tests is one)."""
+    assert isinstance(evidence.ref, DocumentRef), evidence.ref
+    return evidence.ref
 
 
 def ended(ledger: tenure.Ledger, job_id: str) -> tenure.Job:
@@ -172,8 +177,8 @@ def test_a_revoked_document_is_dropped_from_a_cache_hit(
     assert (detail["cache"], detail["refs"], detail["dropped"]) == ("hit", 1, 1)
     assert detail["dropped_sources"] == ["kb://forecast"]
     assert hit.result == ["kb://handbook"]
-    assert [e.ref.source for e in answering.ledger.get(hit.id).evidence] == ["kb://handbook"]
-    assert [e.ref.source for e in answering.ledger.get(first.id).evidence] == [
+    assert [doc(e).source for e in answering.ledger.get(hit.id).evidence] == ["kb://handbook"]
+    assert [doc(e).source for e in answering.ledger.get(first.id).evidence] == [
         "kb://forecast",
         "kb://handbook",
     ]
@@ -230,7 +235,7 @@ def test_evidence_written_by_a_stale_token_is_refused(
     with pytest.raises(LeaseLost):
         ledger.record_evidence(stale, DocumentRef("kb://a", "v1", digest("a")))
     ledger.record_evidence(fresh, DocumentRef("kb://b", "v1", digest("b")))
-    assert [(e.ref.source, e.token) for e in ledger.evidence(job_id)] == [("kb://b", fresh.token)]
+    assert [(doc(e).source, e.token) for e in ledger.evidence(job_id)] == [("kb://b", fresh.token)]
     rejected = [e for e in ledger.events(job_id) if e.type == "result_rejected"]
     assert [e.detail["operation"] for e in rejected] == ["record_evidence"]
 
@@ -255,7 +260,7 @@ def test_a_resume_is_refused_when_a_document_changed_or_was_revoked(
     with tenure.Worker(app, concurrency=3, poll_interval=0.05):
         ids = [ledger.submit("brief", {}, principal="user:ana") for _ in range(3)]
         for job_id in ids:
-            poll(lambda j=job_id: ledger.get(j).state is JobState.WAITING, 20, "the wait")
+            poll(lambda: ledger.get(job_id).state is JobState.WAITING, 20, "the wait")  # noqa: B023
         library.docs["forecast"] = ("finance", "v2")
         changed = ended_after_signal(ledger, ids[0])
         library.docs["forecast"] = ("finance", "v1")
@@ -473,7 +478,7 @@ def test_a_worker_killed_after_retrieving_resumes_only_if_its_evidence_holds(
         # A is inside one job's draft; the other job waits for a slot (concurrency 1).
         first = next(j for j in (changed, kept) if ledger.get(j).step == 0
                      and ledger.stages(j))  # fmt: skip
-        assert [(e.ref.source, e.token) for e in ledger.evidence(first)] == [
+        assert [(doc(e).source, e.token) for e in ledger.evidence(first)] == [
             ("lib://alpha", 1),
             ("lib://beta", 1),
         ]
@@ -493,7 +498,7 @@ def test_a_worker_killed_after_retrieving_resumes_only_if_its_evidence_holds(
         assert other.state is JobState.SUCCEEDED
         assert other.result == ["lib://alpha", "lib://beta"]
         # Its retrieval ran after the change: a new index version, a miss, the new version.
-        assert [(e.ref.source, e.ref.version, e.token) for e in other.evidence] == [
+        assert [(doc(e).source, doc(e).version, e.token) for e in other.evidence] == [
             ("lib://alpha", "v2", other.fencing_token),
             ("lib://beta", "v1", other.fencing_token),
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -61,7 +62,8 @@ def test_http_submit_with_a_principal_and_read_the_evidence(
         events = acme.get(f"/v1/jobs/{job_id}/events").json()["events"]
         assert {"version", "idempotency_key"} <= set(events[0])
         before = len(ledger.list(limit=100))
-        for principal in ("x" * 257, "user:\u001b[2J", "user:\ud800", "", 7, [[]], {"a": 1}):
+        principals: list[Any] = ["x" * 257, "user:\u001b[2J", "user:\ud800", "", 7, [[]], {"a": 1}]
+        for principal in principals:
             body = json.dumps({"kind": "ocr", "principal": principal})  # \ud800 as an escape
             headers = {"Content-Type": "application/json"}
             bad = acme.post("/v1/jobs", content=body, headers=headers)

@@ -17,7 +17,7 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.fence import FenceGuard
-from tests.support.timing import SHORT
+from tests.support.timing import FAST
 from tests.support.waiting import poll
 
 
@@ -42,7 +42,7 @@ def world(db_url: str, tmp_path: Path) -> Iterator[World]:
     with FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}") as guard:
         w = World(app, guard)
 
-        @app.job("ask", **SHORT)
+        @app.job("ask", **FAST)
         def ask(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
             w.leases.append(ctx._run.lease.lease_seconds)
 

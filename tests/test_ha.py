@@ -108,7 +108,7 @@ def test_jobs_ride_through_a_patroni_switchover_and_a_dead_leader(
         f"submits again {recovered:.1f}s after the leader was killed"
     )
     assert [job.state for job in jobs] == [tenure.JobState.SUCCEEDED] * len(jobs)
-    assert all(job.result["token"] == job.fencing_token for job in jobs)  # type: ignore[index]
+    assert all(job.result["token"] == job.fencing_token for job in jobs)
     tallied = Counter((tmp_path / "tally").read_text().split())
     assert set(tallied) == {f"tool-job:{job.id}:tally" for job in jobs}
     assert max(tallied.values()) == 1

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from tests.support.apps import AMOUNT
 from tests.support.fixtures import applied
 from tests.support.processes import ROOT
 from tests.support.waiting import poll
-from tests.test_worker_faults import Workers
+from tests.support.workers import Workers
 
 pytestmark = pytest.mark.slow
 THREAD = "thread-7"
@@ -163,7 +164,9 @@ def one_call_graph(app: tenure.App, kind: str, call_id: str) -> Any:
     return builder.compile(checkpointer=InMemorySaver())
 
 
-def test_an_async_graph_runs_the_same_tool_interrupt_included(make_app: Any) -> None:
+def test_an_async_graph_runs_the_same_tool_interrupt_included(
+    make_app: Callable[[], tenure.App],
+) -> None:
     """`graph.ainvoke` (the tool node awaits the tool): the job's signal wait is the graph's
     interrupt, the resume its answer; a worker in this process runs the job."""
     app = make_app()
@@ -221,7 +224,9 @@ def test_a_failed_job_is_the_tools_error_and_a_call_without_ids_makes_no_job(
     )
 
 
-def test_a_streamed_graph_gets_the_jobs_progress_as_custom_events(make_app: Any) -> None:
+def test_a_streamed_graph_gets_the_jobs_progress_as_custom_events(
+    make_app: Callable[[], tenure.App],
+) -> None:
     """With `stream_mode="custom"` the tool writes what it sees of its job: the state and
     step at the submit and as the job moves, the last one succeeded; without streaming the
     same graph runs as before."""

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -34,9 +34,10 @@ from tenure.mcp.client import CreatedTask, DurableTasks, cancel_task, get_task, 
 from tests.support.apps import AMOUNT
 from tests.support.cli import cli_env, tenure_cli
 from tests.support.fixtures import applied
+from tests.support.processes import ROOT
 from tests.support.service import free_port
 from tests.support.waiting import poll
-from tests.test_worker_faults import ROOT, Workers
+from tests.support.workers import Workers
 
 pytestmark = pytest.mark.slow
 APP = "tests.support.apps:app"
@@ -117,6 +118,11 @@ async def connected(client: Client) -> AsyncIterator[Client]:
         yield client
 
 
+def meta(values: dict[str, Any]) -> types.RequestParamsMeta:
+    """A call's `_meta` (an open map the SDK types as a TypedDict with extra items)."""
+    return cast(types.RequestParamsMeta, values)
+
+
 async def in_thread(fn: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(fn, *args)
 
@@ -160,13 +166,15 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
             )
             bad = await mcp.call_tool("pay", {"amount": "seven"})
             assert bad.is_error and "amount" in bad.content[0].text  # type: ignore[union-attr]
-            bad_key = await mcp.call_tool("pay", {"amount": 1}, meta={KEY: 17})
+            bad_key = await mcp.call_tool("pay", {"amount": 1}, meta=meta({KEY: 17}))
             assert bad_key.is_error and "idempotency key" in bad_key.content[0].text  # type: ignore[union-attr]
-            bad_principal = await mcp.call_tool("pay", {"amount": 1}, meta={PRINCIPAL: "x" * 300})
+            bad_principal = await mcp.call_tool(
+                "pay", {"amount": 1}, meta=meta({PRINCIPAL: "x" * 300})
+            )
             assert bad_principal.is_error and "principal" in bad_principal.content[0].text  # type: ignore[union-attr]
             assert await in_thread(lambda: ledger.list(kind="pay")) == []
 
-            async def progress(done: float, total: float | None, message: str | None) -> None:
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
                 seen["progress"].append(message)
 
             async def kill_a_then_start_b() -> None:
@@ -183,9 +191,9 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
                     "pay",
                     {"amount": 7},
                     progress_callback=progress,
-                    meta={KEY: "order-1", PRINCIPAL: "user:42"},
+                    meta=meta({KEY: "order-1", PRINCIPAL: "user:42"}),
                 )
-            seen["again"] = await mcp.call_tool("pay", {"amount": 7}, meta={KEY: "order-1"})
+            seen["again"] = await mcp.call_tool("pay", {"amount": 7}, meta=meta({KEY: "order-1"}))
         return seen
 
     seen = asyncio.run(scenario())
@@ -419,7 +427,7 @@ def test_a_client_without_the_extension_gets_results_and_no_tasks(
 
             asked = anyio.Event()
 
-            async def progress(done: float, total: float | None, message: str | None) -> None:
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
                 seen["progress"].append(message)
                 if message and message.startswith("job "):
                     seen["id"] = message.split()[1]

@@ -26,7 +26,7 @@ from tests.support.cli import tenure_cli
 from tests.support.processes import ROOT
 from tests.support.service import LiveServer, free_port
 from tests.support.waiting import poll, until_db_time_passes
-from tests.test_worker_faults import Workers
+from tests.support.workers import Workers
 
 ALERTS = ROOT / "docs" / "alerts.yml"
 BROWSER = {"kind": "browse", "tool": "browser", "provider": "acme-web", "model": "m-2"}

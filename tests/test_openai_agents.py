@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tests.support.openai_agent import agent, answers, asks_to_pay
 from tests.support.processes import ROOT
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
-from tests.test_worker_faults import Workers
+from tests.support.workers import Workers
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +120,7 @@ def test_an_agent_killed_mid_call_and_restored_from_its_run_state_finds_the_same
 
 
 def test_a_cancelled_job_is_the_models_tool_error_and_bad_calls_make_no_job(
-    ledger: tenure.Ledger, make_app: Any
+    ledger: tenure.Ledger, make_app: Callable[[], tenure.App]
 ) -> None:
     """No run key: the tool refuses and no job is made. Arguments that break the schema: a
     tool error for the model, no job. A job cancelled while the agent waits: the model is told
@@ -154,7 +155,9 @@ def test_a_cancelled_job_is_the_models_tool_error_and_bad_calls_make_no_job(
     assert [j.state for j in waiting] == [JobState.QUEUED]
 
 
-def test_an_app_gives_the_tool_its_job_classes_words_and_schema(make_app: Any) -> None:
+def test_an_app_gives_the_tool_its_job_classes_words_and_schema(
+    make_app: Callable[[], tenure.App],
+) -> None:
     app = make_app()
 
     @app.job("refund", tool=True, description="Refund once.", input_schema=AMOUNT)

@@ -21,7 +21,7 @@ from tenure.testing.pooler import PgBouncer
 from tests.support.cli import tenure_cli
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
 from tests.support.waiting import poll
-from tests.test_worker_faults import Workers
+from tests.support.workers import Workers
 
 pytestmark = [pytest.mark.pooler, pytest.mark.postgres]
 

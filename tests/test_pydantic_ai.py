@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def model_saying(call: ToolCallPart) -> FunctionModel:
 
 
 def test_bad_arguments_make_no_job_and_a_failed_job_is_the_tools_failure(
-    make_app: Any,
+    make_app: Callable[[], tenure.App],
 ) -> None:
     """Arguments that do not fit the schema reach the model as the call's error and no job is
     made; a job that fails is a tool failure the model reads."""
@@ -155,7 +156,9 @@ def test_bad_arguments_make_no_job_and_a_failed_job_is_the_tools_failure(
     assert (job.state, job.idempotency_key) == (JobState.FAILED, "d:ok-1")
 
 
-def test_the_tool_takes_its_words_and_schema_from_the_job_class(make_app: Any) -> None:
+def test_the_tool_takes_its_words_and_schema_from_the_job_class(
+    make_app: Callable[[], tenure.App],
+) -> None:
     app = make_app()
 
     @app.job("lookup", tool=True, input_schema=AMOUNT)
@@ -171,7 +174,9 @@ def test_the_tool_takes_its_words_and_schema_from_the_job_class(make_app: Any) -
         durable_tool(app, "lookup", run_key="  ")
 
 
-def test_a_job_that_waits_twice_defers_twice_and_takes_each_answer_once(make_app: Any) -> None:
+def test_a_job_that_waits_twice_defers_twice_and_takes_each_answer_once(
+    make_app: Callable[[], tenure.App],
+) -> None:
     """Each signal the job waits for ends the run deferred (naming it); each approval sends it
     with the call's metadata; the third run gets the result."""
     app = make_app()
@@ -190,7 +195,9 @@ def test_a_job_that_waits_twice_defers_twice_and_takes_each_answer_once(make_app
         for answer_given in ("yes", "also yes"):
             assert isinstance(result.output, DeferredToolRequests)
             asked.append(result.output.metadata["t-1"]["signal"])
-            approvals = DeferredToolResults(approvals={"t-1": True}, metadata={"t-1": answer_given})
+            # The metadata is the signal's payload, any JSON (Pydantic AI types it as a dict).
+            answered: dict[str, Any] = {"t-1": answer_given}
+            approvals = DeferredToolResults(approvals={"t-1": True}, metadata=answered)
             result = agent.run_sync(
                 message_history=result.all_messages(), deferred_tool_results=approvals
             )

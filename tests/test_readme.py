@@ -130,7 +130,7 @@ def _arguments(command: str, job_id: str) -> list[str]:
     """The command's arguments with the README's placeholders filled in."""
     words = shlex.split(command)[1:]
     filled = {"ID": job_id, "JOB_ID": job_id, "[--db": None, "URL]": None}
-    return [filled.get(word, word) for word in words if filled.get(word, word) is not None]
+    return [value for word in words if (value := filled.get(word, word)) is not None]
 
 
 def test_every_tenure_command_in_the_readme_parses_and_the_quick_ones_run(

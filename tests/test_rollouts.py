@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from tenure.ledger.rollouts import share_of
 from tests.support.cli import cli_env, tenure_cli
 from tests.support.databases import sqlite_url
 from tests.support.waiting import poll
-from tests.test_worker_faults import Workers
+from tests.support.workers import Workers
 
 TOLERANCE = 10.0  # percentage points around the share asked for (300 jobs: ~3.8 sigma)
 
@@ -149,7 +150,7 @@ def test_a_tripped_hold_rollout_holds_its_new_jobs_until_an_operator_releases_th
 
 
 def test_bad_rollouts_are_refused_and_nothing_is_written(ledger: tenure.Ledger) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"percent": 150}, "percent must be between 0 and 100"),
         ({"percent": -1}, "percent must be between 0 and 100"),
         ({"percent": 10, "max_failure_rate": -0.1}, "max_failure_rate"),
@@ -251,7 +252,8 @@ def test_the_rollouts_route_compares_each_tenant_over_its_own_jobs(ledger: tenur
         assert server.client().get("/v1/rollouts").status_code == 401
         acme.close()
         everyone.close()
-    assert ledger.rollout("variant_echo").state == "active"  # past the threshold, not tripped
+    rollout = ledger.rollout("variant_echo")
+    assert rollout is not None and rollout.state == "active"  # past the threshold, not tripped
     assert ledger.check_rollout("variant_echo") is True
 
 
@@ -259,7 +261,8 @@ def test_job_cost_sums_the_attempts_and_knows_no_unknown_job(ledger: tenure.Ledg
     _run_by_hand(ledger, "variant_echo", "default", fails=0, runs=1)
     (job,) = ledger.list(kind="variant_echo")
     ledger.report_cost(job.id, 1, tokens=5, usd=0.5)
-    assert ledger.job_cost(job.id) == (105, pytest.approx(0.51))
+    tokens, usd = ledger.job_cost(job.id)
+    assert (tokens, usd) == (105, pytest.approx(0.51))  # type: ignore[comparison-overlap]
     with pytest.raises(tenure.JobNotFound):
         ledger.job_cost("00000000-0000-4000-8000-000000000000")
     with pytest.raises(tenure.JobNotFound):

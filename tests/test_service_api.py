@@ -110,7 +110,9 @@ def test_read_list_filter_and_page(service: Service) -> None:
     seen: list[str] = []
     after = None
     while True:
-        params: dict[str, str | int] = {"limit": 2} | ({"after": after} if after else {})
+        params: dict[str, str | int] = {"limit": 2}
+        if after:
+            params["after"] = after
         page = service.acme.get("/v1/jobs", params=params).json()
         seen += [j["id"] for j in page["jobs"]]
         after = page["next"]
@@ -207,7 +209,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(service: Service) -> N
     assert broken.json()["error"]["message"] == (
         "the request body is not valid JSON (error at character 1)"
     )
-    for body in (
+    bad_bodies: list[dict[str, Any]] = [
         {"kind": 5},
         {"kind": ""},
         {"payload": {}},
@@ -216,7 +218,8 @@ def test_bad_requests_get_clear_errors_and_change_nothing(service: Service) -> N
         {"kind": "ocr", "priority": 2**40},
         {"kind": "ocr", "surprise": True},
         {"kind": "ocr", "payload": "nul\u0000"},
-    ):
+    ]
+    for body in bad_bodies:
         response = acme.post("/v1/jobs", json=body)
         assert response.status_code == 422, (body, response.text)
         assert response.json()["error"]["message"], body

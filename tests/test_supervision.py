@@ -12,7 +12,7 @@ import pytest
 
 import tenure
 from tenure.runtime.committer import ClaimSpec
-from tests.support.timing import SHORT
+from tests.support.timing import FAST
 from tests.support.waiting import poll
 
 
@@ -29,7 +29,7 @@ def _one_job_app(make_app: Callable[[], tenure.App]) -> tuple[tenure.App, thread
     app = make_app()
     returned = threading.Event()
 
-    @app.job("quick", **SHORT)
+    @app.job("quick", **FAST)
     def quick(ctx: tenure.JobContext, payload: Any) -> dict[str, bool]:
         returned.set()
         return {"done": True}

@@ -20,9 +20,8 @@ from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 import tenure
 from tenure import JobState
 from tests.support.cli import cli_env, tenure_cli
+from tests.support.timing import FAST
 from tests.support.waiting import poll
-
-FAST: dict[str, Any] = {"lease": 2.0, "heartbeat": 0.5, "missed": 1, "jitter": 0.3}
 
 
 class Refund(BaseModel):

@@ -124,7 +124,9 @@ def test_one_trace_from_the_submit_through_both_attempts_to_the_receiver(
         first = processes.worker("w1")
         poll((tmp_path / "in-quote").exists, 30, "the first attempt's quote")
         first.send_signal(signal.SIGSTOP)
-        until_db_time_passes(ledger, ledger.get(job_id).lease_until)
+        held_until = ledger.get(job_id).lease_until
+        assert held_until is not None
+        until_db_time_passes(ledger, held_until)
         processes.worker("w2")
         done = poll(lambda: (job := ledger.get(job_id)).terminal and job, 30, "the job")
         assert (done.state, done.attempt, done.result) == (

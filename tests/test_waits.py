@@ -22,9 +22,8 @@ from tenure.errors import (
     TerminalJob,
 )
 from tenure.waits import WaitFor, WaitRequest
+from tests.support.timing import FAST
 from tests.support.waiting import poll
-
-FAST: dict[str, Any] = {"lease": 2.0, "heartbeat": 0.5, "missed": 1, "jitter": 0.3}
 
 
 def waiting(ledger: tenure.Ledger, job_id: str) -> tenure.Job:
@@ -78,7 +77,7 @@ def test_an_approval_suspends_without_a_lease_and_resumes_once(
         done = ended(ledger, job_id)
     assert (done.state, done.result) == (JobState.SUCCEEDED, {"answer": {"ok": True}})
     assert ran == ["quote"]
-    types = [event.type for event in ledger.events(job_id)]
+    types = [event.type.value for event in ledger.events(job_id)]
     assert types.count("job_waiting") == 1 and types.count("job_resumed") == 1
     assert types.count("signal_received") == 1
     # Suspending and resuming spent no attempt.
@@ -429,7 +428,7 @@ def test_suspending_spends_no_attempt_but_max_attempts_still_bounds_failures(
     failures alone reach max_attempts=2 (three claims: the first, the resume, the retry)."""
     app = make_app()
 
-    @app.job("flaky", max_attempts=2, backoff=0.01, **FAST)
+    @app.job("flaky", max_attempts=2, **FAST)  # FAST retries after 0.01 s
     def flaky(ctx: tenure.JobContext, payload: Any) -> Any:
         ctx.sleep(0.1)
         raise RuntimeError("always")
@@ -439,7 +438,7 @@ def test_suspending_spends_no_attempt_but_max_attempts_still_bounds_failures(
     with tenure.Worker(app, poll_interval=0.05):
         done = ended(ledger, job_id)
     assert (done.state, done.attempt, done.error["code"]) == (JobState.FAILED, 2, "handler_error")
-    types = [event.type for event in ledger.events(job_id)]
+    types = [event.type.value for event in ledger.events(job_id)]
     assert types.count("job_claimed") == 3
     assert types.count("job_waiting") == 1  # the retry replayed the recorded sleep
     assert types.count("job_retry_scheduled") == 1

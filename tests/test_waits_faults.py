@@ -18,7 +18,7 @@ from tests.support.cli import tenure_cli
 from tests.support.fixtures import fenced_bank
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
-from tests.test_worker_faults import Workers, marker
+from tests.support.workers import Workers, marker
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,7 @@ def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
     by_http = ledger.submit("approval", {}, tenant="acme")
     a = workers.start(db_url, "A")
     for job_id in (by_cli, by_http):
-        job = poll(lambda j=job_id: (x := ledger.get(j)).state is JobState.WAITING and x, 30)
+        job = poll(lambda: (x := ledger.get(job_id)).state is JobState.WAITING and x, 30)  # noqa: B023
         assert (job.owner_id, job.lease_until) == (None, None)
     a.send_signal(signal.SIGTERM)
     a.wait(15)
@@ -95,7 +95,7 @@ def test_an_approval_is_signalled_from_other_processes_and_resumes_elsewhere(
         assert client.post(path, json={"ok": "http"}).json()["stored"] is False
         assert client.post(path, json={"ok": "other"}).status_code == 409
     for job_id, answer in ((by_cli, {"ok": True}), (by_http, {"ok": "http"})):
-        done = poll(lambda j=job_id: (x := ledger.get(j)).terminal and x, 30, "the job to end")
+        done = poll(lambda: (x := ledger.get(job_id)).terminal and x, 30, "the job to end")  # noqa: B023
         assert done.result == {"answer": answer, "resumed_by": "B"}
         received = [e for e in ledger.events(job_id) if e.type == "signal_received"]
         assert len(received) == 1

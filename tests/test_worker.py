@@ -20,7 +20,7 @@ import tenure
 from tenure import JobState
 from tenure.logs import configure_json_logging
 from tests.support.cli import tenure_cli
-from tests.support.timing import SHORT
+from tests.support.timing import FAST
 from tests.support.waiting import poll, until_db_time_passes
 
 
@@ -59,7 +59,7 @@ def test_a_payload_cannot_choose_its_lease(make_app: Callable[[], tenure.App]) -
     app = make_app()
     seen: dict[str, Any] = {}
 
-    @app.job("agent", **SHORT)
+    @app.job("agent", **FAST)
     def agent(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         seen["lease"] = ctx._run.lease.lease_seconds
 
@@ -79,7 +79,7 @@ def test_recorded_steps_are_not_rerun_after_a_retry(make_app: Callable[[], tenur
     app = make_app()
     runs: list[str] = []
 
-    @app.job("report", **SHORT)
+    @app.job("report", **FAST)
     def report(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         rows = ctx.step("fetch", lambda: runs.append("fetch") or [1, 2, 3])
         if ctx.attempt == 1:
@@ -103,7 +103,7 @@ def test_a_changed_step_order_is_an_error(make_app: Callable[[], tenure.App]) ->
     """A replay that asks for another step than the one recorded fails the job, not a rerun."""
     app = make_app()
 
-    @app.job("flaky", **SHORT)
+    @app.job("flaky", **FAST)
     def flaky(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         ctx.step("a" if ctx.attempt == 1 else "b", lambda: 1)
         raise RuntimeError("retry me")
@@ -120,7 +120,7 @@ def test_non_retryable_fails_at_once(make_app: Callable[[], tenure.App]) -> None
     """NonRetryable ends the job failed on the first attempt, with its code and message."""
     app = make_app()
 
-    @app.job("pay", **SHORT)
+    @app.job("pay", **FAST)
     def pay(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         raise tenure.NonRetryable("card declined for customer c-1048", code="permission_denied")
 
@@ -142,7 +142,7 @@ def test_effect_in_doubt_keeps_its_key_and_gets_the_new_fence(
     app = make_app()
     seen: list[tenure.Effect] = []
 
-    @app.job("mail", **SHORT)
+    @app.job("mail", **FAST)
     def mail(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         def send(fx: tenure.Effect) -> str:
             seen.append(fx)
@@ -177,7 +177,7 @@ def test_async_handler_runs_steps_and_effects(make_app: Callable[[], tenure.App]
     """An async def handler with astep and aeffect (sync and async functions) succeeds."""
     app = make_app()
 
-    @app.job("browse", **SHORT)
+    @app.job("browse", **FAST)
     async def browse(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         page = await ctx.astep("open", lambda: {"title": "t"})
 
@@ -206,7 +206,7 @@ def test_cancel_reaches_a_running_handler_and_its_result_is_rejected(
     app = make_app()
     started, hook_ran = threading.Event(), threading.Event()
 
-    @app.job("export", **SHORT)
+    @app.job("export", **FAST)
     def export(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         ctx.on_cancel(hook_ran.set)
         started.set()
@@ -230,7 +230,7 @@ def test_lease_loss_cancels_an_async_handler(make_app: Callable[[], tenure.App])
     app = make_app()
     started, task_cancelled = threading.Event(), threading.Event()
 
-    @app.job("chat", **SHORT)
+    @app.job("chat", **FAST)
     async def chat(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         started.set()
         try:
@@ -258,11 +258,11 @@ def test_a_blocked_handler_keeps_its_lease(
     one token, success. The heartbeat runs on another thread."""
     app = make_app()
 
-    @app.job("ocr", **SHORT)
+    @app.job("ocr", **FAST)
     def ocr(ctx: tenure.JobContext, payload: dict[str, Any]) -> str:
-        end = time.monotonic() + 3 * SHORT["lease"]
+        end = time.monotonic() + 3 * FAST["lease"]
         if blocking == "sleep":
-            time.sleep(3 * SHORT["lease"])
+            time.sleep(3 * FAST["lease"])
         while time.monotonic() < end:
             pass
         return "text"
@@ -283,9 +283,9 @@ def test_a_hung_but_heartbeating_stage_is_stopped_by_its_timeout(
     app = make_app()
     never = threading.Event()
 
-    @app.job("browser", stage_timeout=0.6, **SHORT)
+    @app.job("browser", stage_timeout=0.6, **FAST)
     def browser(ctx: tenure.JobContext, payload: dict[str, Any]) -> str:
-        return ctx.step("modal", lambda: never.wait() if ctx.attempt == 1 else "closed")
+        return str(ctx.step("modal", lambda: never.wait() if ctx.attempt == 1 else "closed"))
 
     job_id = app.submit("browser", {})
     with tenure.Worker(app, concurrency=1) as worker:
@@ -302,7 +302,7 @@ def test_renewal_stops_at_max_lease_lifetime(make_app: Callable[[], tenure.App])
     app = make_app()
     reasons: list[str | None] = []
 
-    @app.job("endless", max_lease_lifetime=1.5, max_attempts=1, **SHORT)
+    @app.job("endless", max_lease_lifetime=1.5, max_attempts=1, **FAST)
     def endless(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         ctx.cancelled.wait(30)
         reasons.append(ctx.cancel_reason)
@@ -319,7 +319,7 @@ def test_heartbeats_are_batched(make_app: Callable[[], tenure.App]) -> None:
     app = make_app()
     release = threading.Event()
 
-    @app.job("hold", **SHORT)
+    @app.job("hold", **FAST)
     def hold(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
         release.wait(30)
 
@@ -395,7 +395,7 @@ def test_stop_releases_a_running_job_which_resumes_from_its_cursor(
     app = make_app()
     in_long, finish, runs = threading.Event(), threading.Event(), []
 
-    @app.job("long", **SHORT)
+    @app.job("long", **FAST)
     def long(ctx: tenure.JobContext, payload: dict[str, Any]) -> str:
         ctx.step("first", lambda: runs.append("first"))
 
@@ -403,7 +403,7 @@ def test_stop_releases_a_running_job_which_resumes_from_its_cursor(
             in_long.set()
             return "done" if finish.is_set() else ("stopped" if ctx.cancelled.wait(30) else "")
 
-        return ctx.step("long", wait)
+        return str(ctx.step("long", wait))
 
     job_id = app.submit("long", {})
     worker = tenure.Worker(app).start()
@@ -424,7 +424,7 @@ def test_logs_are_json_lines_without_content(make_app: Callable[[], tenure.App])
     app = make_app()
     secret = "customer-SSN-078-05-1120"  # noqa: S105 - a stand-in for content, not a password
 
-    @app.job("kyc", **SHORT)
+    @app.job("kyc", **FAST)
     def kyc(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         return ctx.step("check", lambda: {"echo": payload["ssn"]})
 
@@ -447,7 +447,7 @@ def test_sqlite_connections_stay_few_while_many_jobs_run(tmp_path: Path) -> None
     """Each job runs on a new thread, yet the SQLite store reuses a few pooled connections."""
     app = tenure.App(f"sqlite:///{tmp_path / 't.db'}")
 
-    @app.job("tiny", **SHORT)
+    @app.job("tiny", **FAST)
     def tiny(ctx: tenure.JobContext, payload: dict[str, Any]) -> Any:
         return ctx.step("one", lambda: payload["i"])
 
@@ -470,7 +470,7 @@ def test_the_class_policy_bounds_jobs_submitted_without_the_class(
     app = make_app()
     calls: list[int] = []
 
-    @app.job("strict", max_attempts=2, **SHORT)
+    @app.job("strict", max_attempts=2, **FAST)
     def strict(ctx: tenure.JobContext, payload: Any) -> None:
         calls.append(ctx.attempt)
         raise RuntimeError("always")
@@ -491,7 +491,7 @@ def test_a_reclaim_past_the_class_attempts_fails_without_running(
     app = make_app()
     calls: list[int] = []
 
-    @app.job("once", max_attempts=1, **SHORT)
+    @app.job("once", max_attempts=1, **FAST)
     def once(ctx: tenure.JobContext, payload: Any) -> None:
         calls.append(ctx.attempt)
 
@@ -543,7 +543,7 @@ def test_a_cancel_from_another_process_reads_cancelled(
     """`tenure cancel ID` from another process: the handler's reason is "cancelled" on both
     backends (PostgreSQL by NOTIFY, SQLite at the next renewal, which asks why it failed)."""
     app = make_app()
-    seen, started = _cancel_watcher(app, **SHORT)
+    seen, started = _cancel_watcher(app, **FAST)
     job_id = app.submit("watch", {})
     with tenure.Worker(app, concurrency=1):
         assert started.wait(20)
@@ -561,7 +561,7 @@ def test_a_non_retryable_message_is_kept_for_the_operator_unless_turned_off(
     the message, or with `keep_error_messages=False` the code alone; no log line has it."""
     app = tenure.App(db_url, keep_error_messages=keep)
 
-    @app.job("validate", **SHORT)
+    @app.job("validate", **FAST)
     def validate(ctx: tenure.JobContext, payload: Any) -> None:
         raise tenure.NonRetryable("invoice 17 has no VAT number" + "!" * 2000, code="no_vat")
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,64 +15,12 @@ from tenure import JobState
 from tenure.chaos.skew import build_shim, skew_env
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
-from tenure.testing.process import spawn_worker, wait_started
 from tenure.testing.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
-from tests.support.processes import ROOT
 from tests.support.waiting import poll
+from tests.support.workers import Workers, marker
 
 pytestmark = pytest.mark.slow
-
-
-class Workers:
-    """Worker processes started with `tenure worker tests.support.apps:app`."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(
-        self, url: str, name: str, *args: str, env: dict[str, str] | None = None
-    ) -> subprocess.Popen[bytes]:
-        log = self.folder / f"{name}.log"
-        proc = spawn_worker(
-            "tests.support.apps:app",
-            url,
-            log,
-            "--poll",
-            "0.05",
-            *args,
-            env={
-                "PYTHONPATH": str(ROOT),
-                "TENURE_TEST_DIR": str(self.folder),
-                "TENURE_TEST_NAME": name,
-                **(env or {}),
-            },
-            cwd=ROOT,
-        )
-        self.procs.append(proc)
-        wait_started(proc, log)
-        return proc
-
-    def log_events(self, name: str) -> list[dict[str, Any]]:
-        lines = (self.folder / f"{name}.log").read_text().splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def marker(folder: Path, name: str) -> list[str]:
-    path = folder / name
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_kill_9_inside_stage_two_of_three(
@@ -120,7 +66,7 @@ def test_sigterm_during_a_long_stage_releases_the_lease(
         # Signals are not queued: send the next only once the worker saw the last one.
         a.send_signal(signal.SIGTERM)
         poll(
-            lambda n=sent: sum(e["event"] == "worker_signal" for e in workers.log_events("A")) >= n,
+            lambda: sum(e["event"] == "worker_signal" for e in workers.log_events("A")) >= sent,  # noqa: B023
             10,
             "the worker to see the signal",
         )
@@ -217,7 +163,8 @@ def test_workers_with_clocks_hours_off_behave_like_the_others(
             )
         ids = [ledger.submit("clocked", {"i": i}) for i in range(6)]
         jobs = [
-            poll(lambda j=job_id: (x := ledger.get(j)).terminal and x, 40, "jobs") for job_id in ids
+            poll(lambda: (x := ledger.get(job_id)).terminal and x, 40, "jobs")  # noqa: B023
+            for job_id in ids
         ]
         claims = {
             job.id: [e.token for e in ledger.events(job.id) if e.type == "job_claimed"]

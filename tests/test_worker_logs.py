@@ -13,7 +13,7 @@ import pytest
 
 import tenure
 import tenure.runtime.keeper as keeper_module
-from tests.support.timing import SHORT
+from tests.support.timing import FAST
 from tests.support.waiting import poll
 
 
@@ -28,7 +28,7 @@ def test_a_failed_attempt_is_a_warning_with_its_code_type_attempt_and_retry(
     frames at DEBUG name the handler's file and line, and no message text is logged."""
     app = make_app()
 
-    @app.job("breaks", max_attempts=2, **SHORT)
+    @app.job("breaks", max_attempts=2, **FAST)
     def breaks(ctx: tenure.JobContext, payload: Any) -> None:
         raise ValueError("secret customer data")
 
@@ -60,7 +60,7 @@ def test_renewals_are_summed_up_at_info_not_logged_per_beat(
     app = make_app()
     release = threading.Event()
 
-    @app.job("waits", **SHORT)
+    @app.job("waits", **FAST)
     def waits(ctx: tenure.JobContext, payload: Any) -> None:
         release.wait(20)
 
@@ -84,7 +84,7 @@ def test_jobs_are_summed_up_at_info_and_logged_one_by_one_at_debug(
     monkeypatch.setattr(keeper_module, "_SUMMARY_SECONDS", 0.3)
     app = make_app()
 
-    @app.job("quick", **SHORT)
+    @app.job("quick", **FAST)
     def quick(ctx: tenure.JobContext, payload: Any) -> None:
         return None
 

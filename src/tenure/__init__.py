@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 # The submodules the README names after `import tenure` (`tenure.fence.headers(fx)`,
 # `tenure.replay.replay(...)`): both are plain Python, no extra needed.
@@ -130,6 +131,10 @@ __all__ = [
     "fence",
     "replay",
 ]
+
+
+if TYPE_CHECKING:  # the names `__getattr__` below makes on first use, for type checkers
+    from tenure.client import AsyncClient, Client
 
 
 def __getattr__(name: str) -> object:

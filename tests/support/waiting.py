@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import tenure
 
 T = TypeVar("T")
 
 
-def poll(check: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
+def poll(
+    check: Callable[[], T | Literal[False] | None], timeout: float = 10.0, what: str = "condition"
+) -> T:
     """Call `check` until it returns something truthy, or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     pause = 0.002
