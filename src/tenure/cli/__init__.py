@@ -251,7 +251,7 @@ def _add_process_commands(sub: Any) -> None:
     p.add_argument(
         "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _log_level(p)
     p = sub.add_parser(
         "mcp",
         help="serve an app's tool job classes to MCP clients (stdio or streamable HTTP)",
@@ -285,7 +285,7 @@ def _add_process_commands(sub: Any) -> None:
         metavar="HEX",
         help="streamable HTTP: digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _log_level(p)
     p = sub.add_parser(
         "demo",
         help="play the seed's story: a stale worker's result rejected, its late effect refused",
@@ -391,6 +391,11 @@ def _app_target(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _log_level(p: argparse.ArgumentParser) -> None:
+    """`--log-level` of the commands that run until stopped (JSON lines on stderr)."""
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
 def _add_worker_command(sub: Any) -> None:
     """`tenure worker MODULE:APP`."""
     p = sub.add_parser(
@@ -423,7 +428,7 @@ def _add_worker_command(sub: Any) -> None:
         metavar="KIND=VARIANT[,...]",
         help="of KIND, run only these rollout variants ('stable': jobs without one); repeatable",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _log_level(p)
     p.add_argument(
         "--metrics-port",
         type=port_number,

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol
 
 from tenure import tracing
 from tenure.errors import InvalidArgument, JobNotFound, StaleFence
-from tenure.storage import Store, open_store
+from tenure.storage import FenceStore, open_store
 from tenure.types import JSON, Job
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
 
@@ -72,7 +72,8 @@ class FenceGuard:
         current_token: Callable[[str], int] | None = None,
     ) -> None:
         self.current_token = current_token
-        self.store: Store = open_store(url, timeout=timeout)
+        # The guard needs fences alone: typed so, it can call nothing else of the store.
+        self.store: FenceStore = open_store(url, timeout=timeout)
         self.stale_after = stale_after
         self.max_result_bytes = max_result_bytes
         try:

@@ -1,7 +1,7 @@
 """The lease protocol: claim, renew, record stages, publish, fail, release.
 
 Every write that acts for a lease is conditional on the lease still being held by the
-database's clock (the `-- guard: lease` blocks of each dialect's queries.sql); zero rows raise
+database's clock (the `-- guard: lease` blocks of each dialect's `.sql` files); zero rows raise
 `LeaseLost` and are recorded as `result_rejected` (or `heartbeat_lost`). A database that cannot
 be reached during a lease write raises `OwnershipUnknown`.
 """
@@ -25,7 +25,7 @@ from tenure.errors import (
 from tenure.ledger.core import backoff_delay, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
-from tenure.storage.base import NO_CLAIM, ClaimRequest, Publish
+from tenure.storage.base import NO_CLAIM, AttemptFailure, ClaimRequest, Publish, StageStart
 from tenure.types import (
     JSON,
     CancelReason,
@@ -306,7 +306,9 @@ class Leases(Limits):
             error_sha256=encoded.sha256,
         )
         state = self._guard(
-            lease, "fail", lambda: self.store.fail(lease, encoded.text, delay, detail)
+            lease,
+            "fail",
+            lambda: self.store.fail(lease, AttemptFailure(encoded.text, delay, detail)),
         )
         if state is None:
             self._lost(lease, "fail")
@@ -347,7 +349,7 @@ class Leases(Limits):
             lease,
             "start_stage",
             lambda: self.store.stage_start(
-                lease, position, name, kind, effect_key, detail_json, timeout_seconds
+                lease, StageStart(position, name, kind, effect_key, detail_json, timeout_seconds)
             ),
         )
         if not done:

@@ -10,6 +10,7 @@ from tenure.errors import InvalidArgument
 from tenure.ledger.core import LedgerCore
 from tenure.ledger.submission import MAX_BATCH
 from tenure.logs import emit
+from tenure.storage.base import PurgeStep
 from tenure.types import PurgeReport
 from tenure.validation import check_int
 
@@ -62,7 +63,7 @@ class Retention(LedgerCore):
         report = PurgeReport()
         after = 0
         while True:
-            batch = self.store.purge_batch(after, scan, age, key_age)
+            batch = self.store.purge_batch(PurgeStep(after, scan, age, key_age))
             report.batches += 1
             report.jobs += batch.jobs
             report.stages += batch.stages

@@ -16,6 +16,7 @@ from tenure.ledger.leases import Leases
 from tenure.ledger.reading import Reading
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
+from tenure.storage.base import NewSignal
 from tenure.storage.waits import SignalOutcome
 from tenure.types import JSON, EventType, Job, JobState, Lease
 from tenure.validation import check_job_id, check_name, encode_json
@@ -46,7 +47,7 @@ class Waits(Submission, Leases, Reading):
         name = check_name(name, "signal name")
         encoded = encode_json(payload, "signal payload", self.max_payload_bytes)
         detail = event_detail(name=name, payload_sha256=encoded.sha256, payload_bytes=encoded.size)
-        outcome = self.store.signal(job_id, name, encoded.text, encoded.sha256, detail)
+        outcome = self.store.signal(NewSignal(job_id, name, encoded.text, encoded.sha256, detail))
         if outcome is SignalOutcome.NO_JOB:
             job = self.get(job_id)
             raise TerminalJob(f"job {job_id} is already {job.state.value}; it takes no signals")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from tenure.errors import UnsupportedDatabase
-from tenure.storage.base import FenceRecord, FenceTx, KeyedJob, NewJob, Store
+from tenure.storage.base import FenceRecord, FenceStore, FenceTx, KeyedJob, NewJob, Store
 
-__all__ = ["FenceRecord", "FenceTx", "KeyedJob", "NewJob", "Store", "open_store"]
+__all__ = ["FenceRecord", "FenceStore", "FenceTx", "KeyedJob", "NewJob", "Store", "open_store"]
 
 SQLITE_PREFIX = "sqlite://"
 LISTEN_URL_ENV = "TENURE_LISTEN_URL"

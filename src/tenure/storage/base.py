@@ -173,6 +173,51 @@ class OverdueStages:
     most_overdue_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class StageStart:
+    """A step's or effect's write-ahead record: its place, name and kind, an effect's key,
+    the event's detail, and the class's stage timeout (None: none)."""
+
+    position: int
+    name: str
+    kind: StageKind
+    effect_key: str | None
+    detail_json: str
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailure:
+    """A failed attempt: its error document, the delay before a retry (None: no retry), and
+    the event's detail."""
+
+    error_json: str
+    retry_delay: float | None
+    detail_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewSignal:
+    """A signal to store once per job and name."""
+
+    job_id: str
+    name: str
+    payload_json: str
+    payload_sha256: str
+    detail_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeStep:
+    """One bounded step of a purge: the next `scan` jobs after submission sequence `after`;
+    ended jobs older than `older_than` seconds go, keyed ones only past `keep_keys`."""
+
+    after: int
+    scan: int
+    older_than: float
+    keep_keys: float
+
+
 class FenceTx(Protocol):
     """The steps of one fence decision, inside a transaction holding the scope's lock."""
 
@@ -193,8 +238,8 @@ class FenceTx(Protocol):
         ...
 
 
-class Store(EvidenceStore, Protocol):
-    """What the ledger needs from a database. See the module docstring."""
+class DatabaseStore(Protocol):
+    """The database itself: where it is, its clock, its schema, its connections."""
 
     # Whether two writing statements can run at once (PostgreSQL), or take turns on one lock
     # (SQLite): a worker sends its results on two connections only where they can overlap.
@@ -218,6 +263,14 @@ class Store(EvidenceStore, Protocol):
     def now(self) -> datetime:
         """The database's clock."""
         ...
+
+    def close(self) -> None:
+        """Release every connection. Idempotent."""
+        ...
+
+
+class JobStore(Protocol):
+    """Jobs: submitted, read, listed, their events and the wake-ups of their ends."""
 
     def submit(self, job: NewJob) -> bool:
         """Insert the job and its `job_submitted` event; False if its key was already used."""
@@ -258,115 +311,6 @@ class Store(EvidenceStore, Protocol):
         """Which of `job_ids` have ended (one statement: the waiters' sweep)."""
         ...
 
-    def claim(self, request: ClaimRequest) -> list[Lease]:
-        """Settle expired leases and take up to `limit` claimable jobs, atomically."""
-        ...
-
-    def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
-        """Renew the leases still held; return the new lease end of each renewed job id."""
-        ...
-
-    def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
-        """Advance the cursor and store the checkpoint, if the lease still holds."""
-        ...
-
-    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
-        """`claim`, keeping each tenant (its stored limit) and kind (`kind_limits`) within its
-        concurrency limit, serialised against other such claims."""
-        ...
-
-    def tenant_limits(self) -> dict[str, int]:
-        """Every tenant's concurrency limit."""
-        ...
-
-    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
-        """Set, or with None remove, a tenant's concurrency limit."""
-        ...
-
-    def purge_preview(self, older_than: float, keep_keys: float) -> tuple[int, int]:
-        """How many jobs a purge with these ages would delete now, and keep for their keys."""
-        ...
-
-    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
-        """Look at the next `scan` jobs after submission number `after`; delete the terminal
-        ones older than `older_than` seconds (keyed ones: older than `keep_keys` as well)
-        with their events, stages and effects, in one transaction."""
-        ...
-
-    def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
-        """Mark succeeded each job whose lease still holds (with its result and event), then
-        claim as `request` says, atomically: (completed ids, new leases)."""
-        ...
-
-    def fail(
-        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
-    ) -> JobState | None:
-        """Fail the attempt: queued again after `retry_delay` if attempts remain, else failed.
-
-        None when the lease no longer holds.
-        """
-        ...
-
-    def release(self, lease: Lease) -> bool:
-        """Give the job back without spending the attempt, if the lease still holds."""
-        ...
-
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a queued or running job and bump its token in one write; False otherwise."""
-        ...
-
-    def requeue(self, job_id: str) -> bool:
-        """Make a failed or cancelled job claimable again; False otherwise."""
-        ...
-
-    def stages(self, job_id: str) -> list[Stage]:
-        """The job's recorded steps and effects, by position."""
-        ...
-
-    def stage_start(
-        self,
-        lease: Lease,
-        position: int,
-        name: str,
-        kind: StageKind,
-        effect_key: str | None,
-        detail_json: str,
-        timeout_seconds: float | None = None,
-    ) -> bool:
-        """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
-        ...
-
-    def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
-        """A step's function raised: forget its `started` record (it is not in doubt) and
-        write `step_failed`, if the lease still holds."""
-        ...
-
-    def stage_done(
-        self,
-        lease: Lease,
-        position: int,
-        result_json: str,
-        detail_json: str,
-        checkpoint_json: str | None = None,
-    ) -> bool:
-        """Record the stage's result and advance the cursor in one write, if the lease holds."""
-        ...
-
-    def wait(self, lease: Lease, request: WaitRequest) -> WaitOutcome | None:
-        """Settle or suspend a wait in one transaction (see `storage.waits`); None if the
-        lease no longer holds."""
-        ...
-
-    def signal(
-        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
-    ) -> SignalOutcome:
-        """Store a job's signal once per name, wake the job if it waits for it."""
-        ...
-
-    def children(self, job_id: str) -> list[Job]:
-        """The jobs this job spawned, in submission order."""
-        ...
-
     def record_event(
         self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
     ) -> bool:
@@ -392,12 +336,110 @@ class Store(EvidenceStore, Protocol):
         """The job's events in order."""
         ...
 
-    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
-        """How many jobs are in each state."""
+    def children(self, job_id: str) -> list[Job]:
+        """The jobs this job spawned, in submission order."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Leases: claim, renew, publish, fail, release; cancel and requeue bump or reset them."""
+
+    def claim(self, request: ClaimRequest) -> list[Lease]:
+        """Settle expired leases and take up to `limit` claimable jobs, atomically."""
+        ...
+
+    def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
+        """Renew the leases still held; return the new lease end of each renewed job id."""
+        ...
+
+    def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
+        """Advance the cursor and store the checkpoint, if the lease still holds."""
+        ...
+
+    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
+        """`claim`, keeping each tenant (its stored limit) and kind (`kind_limits`) within its
+        concurrency limit, serialised against other such claims."""
+        ...
+
+    def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
+        """Mark succeeded each job whose lease still holds (with its result and event), then
+        claim as `request` says, atomically: (completed ids, new leases)."""
+        ...
+
+    def fail(self, lease: Lease, failure: AttemptFailure) -> JobState | None:
+        """Fail the attempt: queued again after `retry_delay` if attempts remain, else failed.
+
+        None when the lease no longer holds.
+        """
+        ...
+
+    def release(self, lease: Lease) -> bool:
+        """Give the job back without spending the attempt, if the lease still holds."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued or running job and bump its token in one write; False otherwise."""
+        ...
+
+    def requeue(self, job_id: str) -> bool:
+        """Make a failed or cancelled job claimable again; False otherwise."""
+        ...
+
+
+class StageStore(Protocol):
+    """Stages: the write-ahead records of steps and effects."""
+
+    def stages(self, job_id: str) -> list[Stage]:
+        """The job's recorded steps and effects, by position."""
+        ...
+
+    def stage_start(self, lease: Lease, stage: StageStart) -> bool:
+        """Write-ahead: record the stage (and effect) as started, if the lease still holds."""
+        ...
+
+    def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
+        """A step's function raised: forget its `started` record (it is not in doubt) and
+        write `step_failed`, if the lease still holds."""
+        ...
+
+    def stage_done(
+        self,
+        lease: Lease,
+        position: int,
+        result_json: str,
+        detail_json: str,
+        checkpoint_json: str | None = None,
+    ) -> bool:
+        """Record the stage's result and advance the cursor in one write, if the lease holds."""
         ...
 
     def overdue_stages(self, by_tenant: bool) -> list[OverdueStages]:
         """Steps and effects of running jobs still started past their stage timeout."""
+        ...
+
+
+class WaitStore(Protocol):
+    """Runs that wait: the guarded wait and the signals that wake it."""
+
+    def wait(self, lease: Lease, request: WaitRequest) -> WaitOutcome | None:
+        """Settle or suspend a wait in one transaction (see `storage.waits`); None if the
+        lease no longer holds."""
+        ...
+
+    def signal(self, signal: NewSignal) -> SignalOutcome:
+        """Store a job's signal once per name, wake the job if it waits for it."""
+        ...
+
+
+class TenantStore(Protocol):
+    """Tenants, their API keys and limits, and the labels job classes declare."""
+
+    def tenant_limits(self) -> dict[str, int]:
+        """Every tenant's concurrency limit."""
+        ...
+
+    def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
+        """Set, or with None remove, a tenant's concurrency limit."""
         ...
 
     def declare_labels(self, kinds_json: str) -> None:
@@ -406,14 +448,6 @@ class Store(EvidenceStore, Protocol):
 
     def declared_labels(self) -> dict[str, dict[str, str | None]]:
         """What each kind's job class declared, by kind."""
-        ...
-
-    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
-        """Job counts and lease figures per kind (and tenant) and state, at one database time."""
-        ...
-
-    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
-        """Recovery event counts per kind (and tenant)."""
         ...
 
     def create_tenant(self, name: str, key_id: str, key_sha256: str) -> bool:
@@ -435,6 +469,40 @@ class Store(EvidenceStore, Protocol):
     def tenants(self) -> list[TenantRecord]:
         """Every tenant, by name."""
         ...
+
+
+class RetentionStore(Protocol):
+    """Retention: what a purge would delete, and one bounded step of it."""
+
+    def purge_preview(self, older_than: float, keep_keys: float) -> tuple[int, int]:
+        """How many jobs a purge with these ages would delete now, and keep for their keys."""
+        ...
+
+    def purge_batch(self, step: PurgeStep) -> PurgeBatch:
+        """Look at the next `scan` jobs after submission number `after`; delete the terminal
+        ones older than `older_than` seconds (keyed ones: older than `keep_keys` as well)
+        with their events, stages and effects, in one transaction."""
+        ...
+
+
+class MetricsStore(Protocol):
+    """The figures /metrics and `tenure status` read."""
+
+    def count_by_state(self, kind: str | None, tenant: str | None) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        ...
+
+    def queue_figures(self, by_tenant: bool) -> list[QueueFigure]:
+        """Job counts and lease figures per kind (and tenant) and state, at one database time."""
+        ...
+
+    def event_totals(self, by_tenant: bool) -> list[EventTotals]:
+        """Recovery event counts per kind (and tenant)."""
+        ...
+
+
+class RolloutStore(Protocol):
+    """Rollouts and the cost their jobs report."""
 
     def start_rollout(self, rollout: Rollout) -> bool:
         """Store the kind's rollout; False if the kind has one (nothing written)."""
@@ -465,6 +533,10 @@ class Store(EvidenceStore, Protocol):
         their costs and steps in doubt."""
         ...
 
+
+class FenceStore(DatabaseStore, Protocol):
+    """The fence receiver (`FenceGuard`): all it needs of a database."""
+
     def fence_transaction(self) -> AbstractContextManager[FenceTx]:
         """One transaction for a fence decision (check and record together)."""
         ...
@@ -481,6 +553,19 @@ class Store(EvidenceStore, Protocol):
         """The record of `key` in `scope` (None: the newest in any scope), without locking."""
         ...
 
-    def close(self) -> None:
-        """Release every connection. Idempotent."""
-        ...
+
+class Store(
+    JobStore,
+    LeaseStore,
+    StageStore,
+    WaitStore,
+    TenantStore,
+    RetentionStore,
+    MetricsStore,
+    RolloutStore,
+    FenceStore,
+    EvidenceStore,
+    Protocol,
+):
+    """What the ledger needs from a database: every aggregate's part. See the module
+    docstring."""

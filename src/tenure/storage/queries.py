@@ -1,4 +1,5 @@
-"""Loads the named SQL blocks (`-- name: NAME`) of a dialect's queries.sql.
+"""Loads the named SQL blocks (`-- name: NAME`) of a dialect's `.sql` files, one file per
+aggregate (jobs, leases, stages, waits, fences, tenants, retention, rollouts, evidence).
 
 A block is named after the store method that runs it; a method of several statements names
 its further steps `method__step`. A block that writes for a lease carries a `-- guard: lease`
@@ -46,11 +47,23 @@ def method_of(name: str) -> str:
     return name.split("__", 1)[0]
 
 
-def read_queries_text(package: str) -> str:
-    """The text of `package`'s queries.sql."""
-    return resources.files(package).joinpath("queries.sql").read_text(encoding="utf-8")
+def read_queries_texts(package: str) -> dict[str, str]:
+    """The text of each of `package`'s `.sql` files, by file name."""
+    files = resources.files(package)
+    return {
+        entry.name: entry.read_text(encoding="utf-8")
+        for entry in sorted(files.iterdir(), key=lambda entry: entry.name)
+        if entry.name.endswith(".sql")
+    }
 
 
 def load_queries(package: str) -> dict[str, LiteralString]:
-    """The named queries of `package`'s queries.sql."""
-    return parse_named_queries(read_queries_text(package))
+    """The named queries of all `package`'s `.sql` files; a name defined twice, in one file or
+    in two, raises `ValueError`."""
+    queries: dict[str, LiteralString] = {}
+    for file_name, text in read_queries_texts(package).items():
+        for name, sql in parse_named_queries(text).items():
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice ({file_name})")
+            queries[name] = sql
+    return queries

@@ -12,8 +12,10 @@ from tenure.storage.base import (
     ApiKeyRecord,
     EventTotals,
     FenceRecord,
+    NewSignal,
     OverdueStages,
     QueueFigure,
+    StageStart,
     TenantRecord,
 )
 from tenure.types import (
@@ -56,6 +58,37 @@ def json_value(value: Any) -> Any:
     if isinstance(value, list):
         return [json_value(item) for item in value]
     return value
+
+
+def held_by(lease: Lease) -> dict[str, Any]:
+    """The parameters every lease-guarded statement names its lease by."""
+    return {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+
+
+def signal_params(signal: NewSignal) -> dict[str, Any]:
+    """The parameters of a signal's statements (its event's detail aside)."""
+    return {
+        "job_id": signal.job_id,
+        "name": signal.name,
+        "payload": signal.payload_json,
+        "payload_sha256": signal.payload_sha256,
+    }
+
+
+def stage_params(stage: StageStart) -> dict[str, Any]:
+    """The parameters of a stage's write-ahead record (its event's detail aside)."""
+    return {
+        "position": stage.position,
+        "name": stage.name,
+        "kind": stage.kind.value,
+        "effect_key": stage.effect_key,
+        "timeout_seconds": stage.timeout_seconds,
+    }
+
+
+def started_event(stage: StageStart) -> str:
+    """The event a started stage writes."""
+    return "tool_request_started" if stage.kind is StageKind.EFFECT else "step_started"
 
 
 def job_from_row(row: Row, decode: Decoder) -> Job:

@@ -38,6 +38,7 @@ from tenure.storage.rows import (
     event_from_row,
     event_totals_from_row,
     fence_record_from_row,
+    held_by,
     job_from_row,
     overdue_from_row,
     queue_figure_from_row,
@@ -217,7 +218,7 @@ class SqlStore(SqlEvidence, Store, ABC):
     def wait(self, lease: Lease, request: WaitRequest) -> WaitOutcome | None:
         """Lock the job under its lease, read what it waits for, then settle or suspend it:
         three statements in one transaction (see `storage.waits`)."""
-        held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+        held = held_by(lease)
         with self._transaction() as tx:
             locked = tx.rows("wait__lock", held)
             if not locked:

@@ -14,7 +14,7 @@ from tenure.storage.evidence import (
     NewEvidence,
     RetrievalTotals,
 )
-from tenure.storage.rows import Decoder, Row
+from tenure.storage.rows import Decoder, Row, held_by
 from tenure.types import Lease
 
 
@@ -33,9 +33,7 @@ class SqlEvidence(EvidenceStore, ABC):
 
     def record_evidence(self, lease: Lease, evidence: NewEvidence) -> bool:
         params = {
-            "job_id": lease.job_id,
-            "owner_id": lease.owner_id,
-            "token": lease.token,
+            **held_by(lease),
             "attempt": lease.attempt,
             "type": evidence.type,
             "ref": evidence.ref_json,

@@ -12,6 +12,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,18 +26,36 @@ from tenure.errors import (
     StoreUnavailable,
     TenureError,
 )
-from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, NewJob, Publish
+from tenure.storage.base import (
+    NOTHING_TO_PUBLISH,
+    AttemptFailure,
+    ClaimRequest,
+    NewJob,
+    NewSignal,
+    Publish,
+    PurgeStep,
+    StageStart,
+)
 from tenure.storage.migrate import load_migrations
 from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.pooling import settings_statement
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
-from tenure.storage.rows import Decoder, Row, json_value, lease_from_row
+from tenure.storage.rows import (
+    Decoder,
+    Row,
+    held_by,
+    json_value,
+    lease_from_row,
+    signal_params,
+    stage_params,
+    started_event,
+)
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallback, WakeCallback
-from tenure.types import JobState, Lease, PurgeBatch, StageKind
+from tenure.types import JobState, Lease, PurgeBatch
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -392,7 +411,7 @@ class PostgresStore(SqlStore):
         return {row["id"]: read_time(row["lease_until"]) for row in rows}
 
     def _guarded(self, query: str, lease: Lease, **values: Any) -> Sequence[Row]:
-        held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+        held = held_by(lease)
         return self._write_rows(query, {**held, **values})
 
     def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
@@ -403,12 +422,14 @@ class PostgresStore(SqlStore):
             )
         )
 
-    def fail(
-        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
-    ) -> JobState | None:
+    def fail(self, lease: Lease, failure: AttemptFailure) -> JobState | None:
         """Fail the attempt if the lease holds."""
         rows = self._guarded(
-            "fail", lease, error=error_json, retry_delay=retry_delay, detail=detail_json
+            "fail",
+            lease,
+            error=failure.error_json,
+            retry_delay=failure.retry_delay,
+            detail=failure.detail_json,
         )
         return JobState(rows[0]["state"]) if rows else None
 
@@ -424,17 +445,10 @@ class PostgresStore(SqlStore):
                 return False
             return any(row["root"] for row in tx.rows("cancel", {"job_id": job_id}))
 
-    def signal(
-        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
-    ) -> SignalOutcome:
+    def signal(self, signal: NewSignal) -> SignalOutcome:
         """One statement: lock and maybe wake the job, store the signal once, its event."""
-        params = {
-            "job_id": job_id,
-            "name": name,
-            "payload": payload_json,
-            "payload_sha256": payload_sha256,
-            "detail": detail_json,
-        }
+        params = {**signal_params(signal), "detail": signal.detail_json}
+        payload_sha256 = signal.payload_sha256
         rows = self._write_rows("signal", params)
         if not rows:  # unknown or ended: a stored name answers as it did while the job ran
             found = self._read_rows("signal__existing", params)
@@ -454,29 +468,15 @@ class PostgresStore(SqlStore):
         """Make a failed or cancelled job claimable again."""
         return bool(self._write_rows("requeue", {"job_id": job_id}))
 
-    def stage_start(
-        self,
-        lease: Lease,
-        position: int,
-        name: str,
-        kind: StageKind,
-        effect_key: str | None,
-        detail_json: str,
-        timeout_seconds: float | None = None,
-    ) -> bool:
+    def stage_start(self, lease: Lease, stage: StageStart) -> bool:
         """One statement: check the lease, upsert the stage (and effect), write the event."""
-        event = "tool_request_started" if kind is StageKind.EFFECT else "step_started"
         return bool(
             self._guarded(
                 "stage_start",
                 lease,
-                position=position,
-                name=name,
-                kind=kind.value,
-                effect_key=effect_key,
-                event=event,
-                detail=detail_json,
-                timeout_seconds=timeout_seconds,
+                **stage_params(stage),
+                event=started_event(stage),
+                detail=stage.detail_json,
             )
         )
 
@@ -511,12 +511,9 @@ class PostgresStore(SqlStore):
         params = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256}
         return bool(self._write_rows("create_tenant", params))
 
-    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
+    def purge_batch(self, step: PurgeStep) -> PurgeBatch:
         """One bounded purge step: one statement."""
-        row = self._write_rows(
-            "purge_batch",
-            {"after": after, "scan": scan, "older_than": older_than, "keep_keys": keep_keys},
-        )[0]
+        row = self._write_rows("purge_batch", asdict(step))[0]
         return PurgeBatch(
             last_seq=int(row["last_seq"]),
             scanned=int(row["scanned"]),

@@ -24,8 +24,24 @@ from tenure.errors import (
     TenureError,
     UnsupportedDatabase,
 )
-from tenure.storage.base import ClaimRequest, NewJob, Publish
-from tenure.storage.rows import Decoder, Row, json_text, lease_from_row
+from tenure.storage.base import (
+    AttemptFailure,
+    ClaimRequest,
+    NewJob,
+    NewSignal,
+    Publish,
+    PurgeStep,
+    StageStart,
+)
+from tenure.storage.rows import (
+    Decoder,
+    Row,
+    held_by,
+    json_text,
+    lease_from_row,
+    stage_params,
+    started_event,
+)
 from tenure.storage.sql import Params, SqlStore, Tx
 from tenure.storage.sqlite.room import WriteRoom
 from tenure.storage.sqlite.schema import apply_migrations
@@ -314,7 +330,7 @@ class SqliteStore(SqlStore):
             for lease, result, detail in zip(
                 publish.leases, publish.results_json, publish.details_json, strict=True
             ):
-                held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+                held = held_by(lease)
                 row = tx.one("exchange__complete", {**held, "result": result})
                 if row is not None:
                     tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
@@ -387,9 +403,7 @@ class SqliteStore(SqlStore):
                 row = tx.one(
                     "extend_many",
                     {
-                        "job_id": lease.job_id,
-                        "owner_id": lease.owner_id,
-                        "token": lease.token,
+                        **held_by(lease),
                         "lease_seconds": lease_seconds,
                     },
                 )
@@ -402,7 +416,7 @@ class SqliteStore(SqlStore):
     ) -> sqlite3.Row | None:
         """Run one lease-guarded UPDATE and, if it found the row, write its event."""
         with self._transaction() as tx:
-            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+            held = held_by(lease)
             row = tx.one(name, {**held, **values})
             if row is not None and event is not None:
                 tx.event(lease.job_id, event, lease.token, lease.owner_id, detail_json)
@@ -413,20 +427,19 @@ class SqliteStore(SqlStore):
         values = {"step": step, "checkpoint": checkpoint_json}
         return self._guarded("save_step", lease, "step_saved", detail_json, **values) is not None
 
-    def fail(
-        self, lease: Lease, error_json: str, retry_delay: float | None, detail_json: str
-    ) -> JobState | None:
+    def fail(self, lease: Lease, failure: AttemptFailure) -> JobState | None:
         """Fail the attempt if the lease holds; the event names what became of the job."""
         with self._transaction() as tx:
-            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
-            row = tx.one("fail", {**held, "error": error_json, "retry_delay": retry_delay})
+            held = held_by(lease)
+            error = {"error": failure.error_json, "retry_delay": failure.retry_delay}
+            row = tx.one("fail", {**held, **error})
             if row is None:
                 return None
             state = JobState(row["state"])
             if state is JobState.FAILED:
                 tx.job_ended(lease.job_id, row["parent_id"])
             detail = {
-                **json.loads(detail_json),
+                **json.loads(failure.detail_json),
                 "attempt": row["attempt"],
                 "run_after": read_time(row["run_after"]).isoformat(),
             }
@@ -447,12 +460,10 @@ class SqliteStore(SqlStore):
         with self._transaction() as tx:
             return cancel_tree(tx, job_id)
 
-    def signal(
-        self, job_id: str, name: str, payload_json: str, payload_sha256: str, detail_json: str
-    ) -> SignalOutcome:
+    def signal(self, signal: NewSignal) -> SignalOutcome:
         """One transaction: find the job, store the signal once, wake the job if it waits."""
         with self._transaction() as tx:
-            return store_signal(tx, job_id, name, payload_json, payload_sha256, detail_json)
+            return store_signal(tx, signal)
 
     def _time_param(self, when: datetime) -> Any:
         return when.timestamp()
@@ -483,40 +494,24 @@ class SqliteStore(SqlStore):
             tx.event(job_id, event, row["fencing_token"], row["owner_id"], {"was": was["state"]})
             return int(row["fencing_token"])
 
-    def stage_start(
-        self,
-        lease: Lease,
-        position: int,
-        name: str,
-        kind: StageKind,
-        effect_key: str | None,
-        detail_json: str,
-        timeout_seconds: float | None = None,
-    ) -> bool:
+    def stage_start(self, lease: Lease, stage: StageStart) -> bool:
         """One transaction: check the lease, upsert the stage (and effect), write the event."""
         with self._transaction() as tx:
-            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+            held = held_by(lease)
             if tx.one("stage_start", held) is None:
                 return False
-            values = {
-                **held,
-                "position": position,
-                "name": name,
-                "kind": kind.value,
-                "effect_key": effect_key,
-                "timeout_seconds": timeout_seconds,
-            }
+            values = {**held, **stage_params(stage)}
             tx.rows("stage_start__stage", values)
-            if kind is StageKind.EFFECT:
+            if stage.kind is StageKind.EFFECT:
                 tx.rows("stage_start__effect", values)
-            event = "tool_request_started" if kind is StageKind.EFFECT else "step_started"
-            tx.event(lease.job_id, event, lease.token, lease.owner_id, detail_json)
+            event = started_event(stage)
+            tx.event(lease.job_id, event, lease.token, lease.owner_id, stage.detail_json)
             return True
 
     def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
         """One transaction: check the lease, drop the step's started record, write the event."""
         with self._transaction() as tx:
-            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+            held = held_by(lease)
             if tx.one("stage_raised", held) is None:
                 return False
             tx.rows("stage_raised__stage", {"job_id": lease.job_id, "position": position})
@@ -533,7 +528,7 @@ class SqliteStore(SqlStore):
     ) -> bool:
         """One transaction: advance the cursor, store the result (and the effect's), event."""
         with self._transaction() as tx:
-            held = {"job_id": lease.job_id, "owner_id": lease.owner_id, "token": lease.token}
+            held = held_by(lease)
             cursor = {**held, "position": position, "checkpoint": checkpoint_json}
             if tx.one("stage_done", cursor) is None:
                 return False
@@ -554,12 +549,13 @@ class SqliteStore(SqlStore):
             key = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256}
             return tx.one("add_api_key", key) is not None
 
-    def purge_batch(self, after: int, scan: int, older_than: float, keep_keys: float) -> PurgeBatch:
+    def purge_batch(self, step: PurgeStep) -> PurgeBatch:
         """One bounded purge step in one IMMEDIATE transaction (see the PostgreSQL query)."""
         terminal = {state.value for state in JobState if state.terminal}
+        after = step.after
         with self._transaction() as tx:
-            rows = tx.rows("purge_batch__scan", {"after": after, "scan": scan})
-            cutoff, key_cutoff = tx.now - older_than, tx.now - keep_keys
+            rows = tx.rows("purge_batch__scan", {"after": after, "scan": step.scan})
+            cutoff, key_cutoff = tx.now - step.older_than, tx.now - step.keep_keys
             old = [
                 r
                 for r in rows

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tenure.storage.base import NewSignal
+from tenure.storage.rows import signal_params
 from tenure.storage.sqlite.tx import SqliteTx
 from tenure.storage.waits import SignalOutcome
 from tenure.types import JobState
@@ -33,21 +35,9 @@ def cancel_tree(tx: SqliteTx, job_id: str) -> bool:
     return bool(tx.cancelled) and tx.cancelled[0][0] == job_id
 
 
-def store_signal(
-    tx: SqliteTx,
-    job_id: str,
-    name: str,
-    payload_json: str,
-    payload_sha256: str,
-    detail_json: str,
-) -> SignalOutcome:
+def store_signal(tx: SqliteTx, signal: NewSignal) -> SignalOutcome:
     """Store the signal once per job and name, wake the job if it waits for it."""
-    params = {
-        "job_id": job_id,
-        "name": name,
-        "payload": payload_json,
-        "payload_sha256": payload_sha256,
-    }
+    params = signal_params(signal)
     job = tx.one("signal", params)
     if job is None:
         return SignalOutcome.NO_JOB
@@ -57,13 +47,13 @@ def store_signal(
     if existing is None and JobState(job["state"]).terminal:
         return SignalOutcome.NO_JOB
     if existing is not None:
-        same = existing["existing"] == payload_sha256
+        same = existing["existing"] == signal.payload_sha256
         return SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT
     tx.rows("signal__insert", params)
     woke = bool(job["waits_for_it"])
     if woke:
         tx.rows("signal__wake", params)
         tx.claimable.append(job["kind"])
-    detail = {**json.loads(detail_json), "woke": woke}
-    tx.event(job_id, "signal_received", int(job["fencing_token"]), None, detail)
+    detail = {**json.loads(signal.detail_json), "woke": woke}
+    tx.event(signal.job_id, "signal_received", int(job["fencing_token"]), None, detail)
     return SignalOutcome.STORED

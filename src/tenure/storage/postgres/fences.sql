@@ -1,0 +1,50 @@
+-- The PostgreSQL store's named queries for the fence receiver (FenceGuard) (conventions: jobs.sql).
+
+-- The fence receiver (FenceGuard). The decision is made in Python inside one transaction that
+-- holds the scope's row lock; these are its steps.
+
+-- name: fence_highest__lock
+WITH created AS (
+    INSERT INTO tenure_fence_scopes (scope, highest, updated_at)
+    VALUES (%(scope)s, 0, clock_timestamp())
+    ON CONFLICT (scope) DO NOTHING
+)
+SELECT 1 AS ok;
+
+-- name: fence_highest
+SELECT highest FROM tenure_fence_scopes WHERE scope = %(scope)s FOR UPDATE;
+
+-- name: fence_get
+SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
+FROM tenure_fence_results
+WHERE scope = %(scope)s AND key = %(key)s
+FOR UPDATE;
+
+-- name: fence_begin
+INSERT INTO tenure_fence_results (key, scope, fence, status, started_at)
+VALUES (%(key)s, %(scope)s, %(fence)s, 'running', clock_timestamp())
+ON CONFLICT (scope, key) DO UPDATE
+SET fence = EXCLUDED.fence, status = 'running', result = NULL,
+    started_at = EXCLUDED.started_at, finished_at = NULL;
+
+-- name: fence_raise_highest
+UPDATE tenure_fence_scopes
+SET highest = GREATEST(highest, %(fence)s), updated_at = clock_timestamp()
+WHERE scope = %(scope)s;
+
+-- name: fence_finish
+UPDATE tenure_fence_results
+SET status = 'done', result = %(result)s::jsonb, finished_at = clock_timestamp()
+WHERE scope = %(scope)s AND key = %(key)s AND status = 'running' AND fence = %(fence)s
+RETURNING key;
+
+-- name: fence_forget
+DELETE FROM tenure_fence_results
+WHERE scope = %(scope)s AND key = %(key)s AND status = 'running' AND fence = %(fence)s;
+
+-- name: fence_lookup
+SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
+FROM tenure_fence_results
+WHERE key = %(key)s AND (%(scope)s::text IS NULL OR scope = %(scope)s::text)
+ORDER BY started_at DESC
+LIMIT 1;
