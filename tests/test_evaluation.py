@@ -12,7 +12,7 @@ from examples import golden
 
 import tenure
 from tenure.evaluation import evaluate
-from tenure.ledger.rollouts import p95
+from tenure.ledger import p95
 from tests.support.cli import tenure_cli
 from tests.support.processes import ROOT
 

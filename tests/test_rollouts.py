@@ -16,7 +16,7 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.ledger.rollouts import share_of
+from tenure.ledger import share_of
 from tests.support.cli import cli_env, tenure_cli
 from tests.support.databases import sqlite_url
 from tests.support.waiting import poll

@@ -16,130 +16,97 @@ class TenureError(Exception):
     error_code: ClassVar[str] = "tenure_error"
     http_status: ClassVar[int] = 500
 
+    def __init_subclass__(cls, *, code: str | None = None, status: int | None = None) -> None:
+        """`class X(TenureError, code="x", status=409)`: the class's wire code and status."""
+        super().__init_subclass__()
+        if code is not None:
+            cls.error_code = code
+        if status is not None:
+            cls.http_status = status
 
-class InvalidArgument(TenureError, ValueError):
+
+class InvalidArgument(TenureError, ValueError, code="invalid_argument", status=422):
     """Bad input to a tenure call; nothing was written."""
 
-    error_code: ClassVar[str] = "invalid_argument"
-    http_status: ClassVar[int] = 422
 
-
-class PayloadTooLarge(InvalidArgument):
+class PayloadTooLarge(InvalidArgument, code="payload_too_large", status=413):
     """A payload, result, checkpoint or error document exceeds the configured size limit."""
 
-    error_code: ClassVar[str] = "payload_too_large"
-    http_status: ClassVar[int] = 413
 
-
-class UnsupportedDatabase(InvalidArgument):
+class UnsupportedDatabase(InvalidArgument, code="unsupported_database"):
     """The database URL names a scheme tenure does not know."""
 
-    error_code: ClassVar[str] = "unsupported_database"
 
-
-class Unavailable(TenureError):
+class Unavailable(TenureError, code="unavailable"):
     """Something tenure depends on did not answer: the database, or the service a client
     calls. Retry later."""
 
-    error_code: ClassVar[str] = "unavailable"
 
-
-class StoreUnavailable(Unavailable):
+class StoreUnavailable(Unavailable, code="database_unavailable", status=503):
     """The database could not be reached or did not answer in time."""
 
-    error_code: ClassVar[str] = "database_unavailable"
-    http_status: ClassVar[int] = 503
 
-
-class StoreRejected(TenureError):
+class StoreRejected(TenureError, code="store_rejected"):
     """The database refused a statement for a reason that retrying cannot fix. Not an outage:
     the database answered, so a lease write that meets it has not lost track of ownership."""
 
-    error_code: ClassVar[str] = "store_rejected"
 
-
-class StoreConflict(StoreRejected):
+class StoreConflict(StoreRejected, code="store_conflict"):
     """A statement would break a constraint of the schema (a conflict with what is stored)."""
 
-    error_code: ClassVar[str] = "store_conflict"
 
-
-class StoreBug(StoreRejected):
+class StoreBug(StoreRejected, code="store_bug"):
     """The database could not run a statement as written (a bug in tenure, or a schema that
     was changed by hand): report it, with the message."""
 
-    error_code: ClassVar[str] = "store_bug"
 
-
-class ServiceUnavailable(Unavailable):
+class ServiceUnavailable(Unavailable, code="service_unavailable"):
     """`tenure.Client`: the service did not answer (refused, reset, timed out) or answered that
     its database is away (503)."""
 
-    error_code: ClassVar[str] = "service_unavailable"
 
-
-class OwnershipUnknown(StoreUnavailable):
+class OwnershipUnknown(StoreUnavailable, code="ownership_unknown"):
     """A lease operation could not reach the database: the worker may or may not still own the job.
 
     Start no new irreversible step; keep trying to confirm the lease while time remains.
     """
 
-    error_code: ClassVar[str] = "ownership_unknown"
 
-
-class LeaseLost(TenureError):
+class LeaseLost(TenureError, code="lease_lost"):
     """A conditional write found no row: this worker no longer owns the job. Publish nothing."""
 
-    error_code: ClassVar[str] = "lease_lost"
 
-
-class ToolOutcomeUnknown(TenureError):
+class ToolOutcomeUnknown(TenureError, code="tool_outcome_unknown"):
     """A tool call timed out: its effect may or may not have happened. Retry with the same key."""
 
-    error_code: ClassVar[str] = "tool_outcome_unknown"
 
-
-class IdempotencyConflict(TenureError):
+class IdempotencyConflict(TenureError, code="idempotency_conflict", status=409):
     """An idempotency key was reused by the tenant with a different kind or payload."""
 
-    error_code: ClassVar[str] = "idempotency_conflict"
-    http_status: ClassVar[int] = 409
 
-
-class JobNotFound(TenureError, LookupError):
+class JobNotFound(TenureError, LookupError, code="not_found", status=404):
     """No job has that id (or the id is malformed)."""
 
-    error_code: ClassVar[str] = "not_found"
-    http_status: ClassVar[int] = 404
 
-
-class TenantExists(TenureError):
+class TenantExists(TenureError, code="tenant_exists"):
     """`create_tenant` for a name already taken (issue another key with `issue_key`)."""
 
-    error_code: ClassVar[str] = "tenant_exists"
 
-
-class TenantNotFound(TenureError, LookupError):
+class TenantNotFound(TenureError, LookupError, code="tenant_not_found"):
     """No tenant has that name."""
 
-    error_code: ClassVar[str] = "tenant_not_found"
 
-
-class InvalidJobClass(TenureError):
+class InvalidJobClass(TenureError, code="invalid_job_class"):
     """A job class was declared with unsafe or impossible lease arithmetic."""
 
-    error_code: ClassVar[str] = "invalid_job_class"
 
-
-class NonRetryable(TenureError):
+class NonRetryable(TenureError, code="non_retryable"):
     """Raised by a handler for an error that retrying cannot fix (validation, permission).
 
     `code` becomes the failed job's error code; the message, written by the developer for the
     operator, is kept in the job's `error` (its first `MAX_MESSAGE` characters) unless the app
     was made with `keep_error_messages=False`. Logs and events carry the code only.
     """
-
-    error_code: ClassVar[str] = "non_retryable"
 
     MAX_MESSAGE = 1000
 
@@ -155,53 +122,40 @@ class NonRetryable(TenureError):
         return {"code": self.code}
 
 
-class StageMismatch(NonRetryable):
+class StageMismatch(NonRetryable, code="stage_mismatch"):
     """A replayed handler asked for a different step or effect than the one recorded there."""
-
-    error_code: ClassVar[str] = "stage_mismatch"
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="stage_mismatch")
 
 
-class AccessDenied(TenureError):
+class AccessDenied(TenureError, code="access_denied"):
     """The service refused the API key (401) or the key's tenant may not do this (403)."""
 
-    error_code: ClassVar[str] = "access_denied"
 
-
-class JobFailed(TenureError):
+class JobFailed(TenureError, code="job_failed"):
     """`Client.result`: the job ended failed or cancelled (`job` holds its state and error)."""
-
-    error_code: ClassVar[str] = "job_failed"
 
     def __init__(self, job: Any) -> None:
         super().__init__(f"job {job.id} ended {job.state.value}: {job.error}")
         self.job = job
 
 
-class SignalConflict(TenureError):
+class SignalConflict(TenureError, code="signal_conflict", status=409):
     """A signal of that name was already stored for the job with a different payload."""
 
-    error_code: ClassVar[str] = "signal_conflict"
-    http_status: ClassVar[int] = 409
 
-
-class WaitTimeout(NonRetryable):
+class WaitTimeout(NonRetryable, code="wait_timeout"):
     """A wait (`ctx.wait_for`, `ctx.wait_job`) reached its timeout before its condition held.
     Raised in the resumed handler; uncaught, it fails the job (the outcome is recorded, so a
     retry would only meet it again)."""
-
-    error_code: ClassVar[str] = "wait_timeout"
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="wait_timeout")
 
 
-class ChildFailed(NonRetryable):
+class ChildFailed(NonRetryable, code="child_failed"):
     """A child job awaited by `ctx.wait_job` ended failed or cancelled."""
-
-    error_code: ClassVar[str] = "child_failed"
 
     def __init__(self, child_id: str, state: str, error: Any) -> None:
         super().__init__(f"child job {child_id} ended {state}", code="child_failed")
@@ -210,31 +164,20 @@ class ChildFailed(NonRetryable):
         self.error = error
 
 
-class InvalidTransition(TenureError):
+class InvalidTransition(TenureError, code="invalid_transition", status=409):
     """The job's state does not allow the requested operation."""
 
-    error_code: ClassVar[str] = "invalid_transition"
-    http_status: ClassVar[int] = 409
 
-
-class TerminalJob(InvalidTransition):
+class TerminalJob(InvalidTransition, code="terminal_job", status=409):
     """The job is already succeeded, failed or cancelled."""
 
-    error_code: ClassVar[str] = "terminal_job"
-    http_status: ClassVar[int] = 409
 
-
-class StaleFence(TenureError):
+class StaleFence(TenureError, code="stale_fence", status=409):
     """A receiver refused a command whose fencing token is below the highest it accepted."""
 
-    error_code: ClassVar[str] = "stale_fence"
-    http_status: ClassVar[int] = 409
 
-
-class ResumeRefused(TenureError):
+class ResumeRefused(TenureError, code="resume_refused"):
     """A resume check refused to continue a job from its checkpoint."""
-
-    error_code: ClassVar[str] = "resume_refused"
 
     def __init__(self, code: str, message: str = "") -> None:
         super().__init__(f"{code}: {message}" if message else code)

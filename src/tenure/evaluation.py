@@ -19,8 +19,7 @@ from typing import Any
 
 from tenure.app import App
 from tenure.errors import InvalidArgument
-from tenure.ledger import Ledger
-from tenure.ledger.rollouts import p95
+from tenure.ledger import Ledger, p95
 from tenure.replay import ReplayReport, replay
 from tenure.types import JSON, EventType, Job, JobState
 from tenure.validation import check_job_id

@@ -7,8 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tenure.cli.common import EXIT_OK, UsageError, _plain, _print_json
-from tenure.ledger import Ledger
-from tenure.ledger.rollouts import RolloutStatus, VariantFigures
+from tenure.ledger import Ledger, RolloutStatus, VariantFigures
 
 
 def parse_variants(values: list[str] | None) -> dict[str, list[str]]:

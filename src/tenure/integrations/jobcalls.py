@@ -23,8 +23,7 @@ from typing import Any
 from tenure.app import App
 from tenure.errors import InvalidArgument, JobFailed
 from tenure.integrations.arguments import argument_problems, schema_validator
-from tenure.ledger import Ledger
-from tenure.ledger.awaiting import await_end
+from tenure.ledger import Ledger, await_end
 from tenure.types import JSON, EventType, Job, JobState
 from tenure.validation import check_name
 from tenure.waits import awaited_signal

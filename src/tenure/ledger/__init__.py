@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+from tenure.ledger.awaiting import await_end
 from tenure.ledger.core import DEFAULT_MAX_ATTEMPTS, backoff_delay
 from tenure.ledger.evidence import EvidenceRecords
+from tenure.ledger.leases import pinned_variants
 from tenure.ledger.reading import MAX_LIST_LIMIT, Reading
 from tenure.ledger.retention import DEFAULT_KEY_RETENTION, Retention
+from tenure.ledger.rollouts import RolloutStatus, VariantFigures, p95, share_of
 from tenure.ledger.submission import MAX_BATCH, Submission
-from tenure.ledger.tenants import Tenants
+from tenure.ledger.tenants import Principal, Tenants
 from tenure.ledger.waits import Waits
 from tenure.storage import open_store
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_seconds
@@ -28,8 +31,15 @@ __all__ = [
     "MAX_BATCH",
     "MAX_LIST_LIMIT",
     "Ledger",
+    "Principal",
+    "RolloutStatus",
+    "VariantFigures",
+    "await_end",
     "backoff_delay",
     "connect",
+    "p95",
+    "pinned_variants",
+    "share_of",
 ]
 
 

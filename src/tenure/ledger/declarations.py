@@ -12,9 +12,11 @@ import json
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from tenure import labels as label_rules
 from tenure.ledger.core import LedgerCore
+from tenure.storage import Store
 from tenure.validation import check_int, check_name
 
 DECLARATIONS_CACHE = 1.0
@@ -23,8 +25,11 @@ DECLARATIONS_CACHE = 1.0
 class Declarations(LedgerCore):
     """`declare_labels`, `declared_labels` and the check of a submit's labels."""
 
-    _declared: tuple[float, dict[str, label_rules.Declared]] | None = None
-    _declared_lock = threading.Lock()
+    def __init__(self, store: Store, **settings: Any) -> None:
+        super().__init__(store, **settings)
+        # This ledger's own cache of the declared labels (never shared with another ledger).
+        self._declared: tuple[float, dict[str, label_rules.Declared]] | None = None
+        self._declared_lock = threading.Lock()
 
     def declare_labels(self, kinds: Mapping[str, Mapping[str, str | None]]) -> None:
         """Store, for each kind, the labels its job class declares: a fixed value, or None for

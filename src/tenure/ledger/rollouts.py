@@ -23,6 +23,7 @@ from typing import Any
 from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore
 from tenure.logs import emit
+from tenure.storage import Store
 from tenure.types import JobState, Rollout, RolloutJob
 from tenure.validation import check_int, check_job_id, check_name
 
@@ -87,9 +88,12 @@ class Rollouts(LedgerCore):
     """`start_rollout`, `stop_rollout`, `rollouts`, `rollout_status`, `check_rollout`, and the
     variant a new job gets."""
 
-    _rollout_cache: tuple[float, dict[str, Rollout]] | None = None
-    _rollout_refreshing = False
-    _rollout_lock = threading.Lock()  # guards only the two fields above: no I/O under it
+    def __init__(self, store: Store, **settings: Any) -> None:
+        super().__init__(store, **settings)
+        # This ledger's own cache of the rollouts (never shared with another ledger).
+        self._rollout_cache: tuple[float, dict[str, Rollout]] | None = None
+        self._rollout_refreshing = False
+        self._rollout_lock = threading.Lock()  # guards only the two fields above: no I/O under it
 
     def start_rollout(
         self,

@@ -36,9 +36,7 @@ from tenure.errors import (
     TenureError,
     TerminalJob,
 )
-from tenure.ledger import Ledger
-from tenure.ledger.awaiting import await_end
-from tenure.ledger.tenants import Principal
+from tenure.ledger import Ledger, Principal, await_end
 from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,

@@ -33,8 +33,7 @@ from types import FrameType, TracebackType
 from tenure import tracing
 from tenure.app import App
 from tenure.errors import JobCancelled, StoreUnavailable, TenureError
-from tenure.ledger import Ledger
-from tenure.ledger.leases import pinned_variants
+from tenure.ledger import Ledger, pinned_variants
 from tenure.logs import emit
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer

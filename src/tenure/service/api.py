@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from tenure.errors import JobNotFound
-from tenure.ledger import MAX_LIST_LIMIT, Ledger
-from tenure.ledger.awaiting import await_end
-from tenure.ledger.tenants import Principal
+from tenure.ledger import MAX_LIST_LIMIT, Ledger, Principal, await_end
 from tenure.service.auth import Caller, ledger_of, settings_of
 from tenure.service.errors import ApiError, documented
 from tenure.service.models import (
@@ -176,10 +175,7 @@ def job_stages(job_id: str, request: Request, caller: Caller) -> StageList:
 @router.post("/jobs/{job_id}/cancel", response_model=JobRef, responses=documented(*_AUTH, 404, 409))
 def cancel(job_id: str, request: Request, caller: Caller) -> JobRef:
     """Cancel a queued or running job (its token is bumped: no running worker can publish)."""
-    ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
-    ledger.cancel(job.id)
-    return JobRef(id=job.id, state=JobState.CANCELLED)
+    return _moved(request, caller, job_id, Ledger.cancel, JobState.CANCELLED)
 
 
 @router.post(
@@ -187,10 +183,21 @@ def cancel(job_id: str, request: Request, caller: Caller) -> JobRef:
 )
 def requeue(job_id: str, request: Request, caller: Caller) -> JobRef:
     """Make a failed or cancelled job claimable again from its saved step."""
+    return _moved(request, caller, job_id, Ledger.requeue, JobState.QUEUED)
+
+
+def _moved(
+    request: Request,
+    caller: Principal,
+    job_id: str,
+    move: Callable[[Ledger, str], object],
+    state: JobState,
+) -> JobRef:
+    """An operator's transition of a job the caller may see; the job is then in `state`."""
     ledger = ledger_of(request)
     job = _visible(ledger, caller, job_id)
-    ledger.requeue(job.id)
-    return JobRef(id=job.id, state=JobState.QUEUED)
+    move(ledger, job.id)
+    return JobRef(id=job.id, state=state)
 
 
 @router.post(

@@ -8,8 +8,7 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tenure.ledger import Ledger
-from tenure.ledger.tenants import Principal
+from tenure.ledger import Ledger, Principal
 from tenure.service.errors import ApiError
 from tenure.service.settings import ServiceSettings
 

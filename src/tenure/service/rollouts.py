@@ -8,8 +8,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Request
 
-from tenure.ledger.rollouts import RolloutStatus
-from tenure.ledger.tenants import Principal
+from tenure.ledger import Principal, RolloutStatus
 from tenure.service.auth import Caller, ledger_of
 from tenure.service.errors import documented
 from tenure.service.models import RolloutList, RolloutOut, VariantFiguresOut
