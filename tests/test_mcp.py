@@ -33,7 +33,7 @@ from tenure.demo.bank import BankServer
 from tenure.mcp.client import CreatedTask, DurableTasks, cancel_task, get_task, update_task
 from tests.support.apps import AMOUNT
 from tests.support.cli import cli_env, tenure_cli
-from tests.support.fixtures import applied
+from tests.support.fixtures import applied, kill_in_effect_then_start_another
 from tests.support.processes import ROOT
 from tests.support.service import free_port
 from tests.support.waiting import poll
@@ -179,11 +179,8 @@ def test_a_tool_call_answers_from_the_second_worker_when_the_first_is_killed_mid
 
             async def kill_a_then_start_b() -> None:
                 await in_thread(
-                    lambda: poll(lambda: list(tmp_path.glob(f"at-in_effect-{doomed.pid}")), 30)
+                    kill_in_effect_then_start_another, workers, db_url, tmp_path, doomed, env
                 )
-                doomed.send_signal(signal.SIGKILL)
-                await in_thread(doomed.wait)
-                await in_thread(lambda: workers.start(db_url, "B", env=env))
 
             async with anyio.create_task_group() as group:
                 group.start_soon(kill_a_then_start_b)
@@ -251,10 +248,7 @@ def test_a_synchronous_call_asks_its_caller_and_survives_a_killed_worker(
         return types.CreateMessageResult(role="assistant", content=text, model="test-model")
 
     async def kill_a_then_start_b() -> None:
-        await in_thread(lambda: poll(lambda: list(tmp_path.glob(f"at-in_effect-{doomed.pid}")), 30))
-        doomed.send_signal(signal.SIGKILL)
-        await in_thread(doomed.wait)
-        await in_thread(lambda: workers.start(db_url, "B", env=env))
+        await in_thread(kill_in_effect_then_start_another, workers, db_url, tmp_path, doomed, env)
 
     async def answered() -> types.CallToolResult:
         client = mcp_server.over_http(acme, elicitation_callback=elicit, sampling_callback=sample)
