@@ -222,3 +222,26 @@ def test_a_job_s_end_wakes_its_waiters(db_url: str) -> None:
     finally:
         release.set()
         app.close()
+
+
+def test_a_reading_waiter_reads_less_often_as_it_waits(ledger: tenure.Ledger) -> None:
+    """`await_end` with `read_every_max` (an MCP call that may be asked for input): the pause
+    between readings doubles from 0.25 s to 2 s, so 5 s of a job that goes on cost about six
+    readings, not the twenty a fixed 0.25 s would."""
+    import asyncio
+
+    from tenure.ledger import await_end
+
+    job_id = ledger.submit("nobody_runs_this", {})
+    reads: list[float] = []
+
+    async def read() -> tenure.Job:
+        reads.append(time.monotonic())
+        return ledger.get(job_id)
+
+    async def waited() -> tenure.Job:
+        return await await_end(ledger.ended, job_id, read, 5.0, read_every=0.25, read_every_max=2.0)
+
+    assert asyncio.run(waited()).state is tenure.JobState.QUEUED
+    # The first, then 0.25, 0.5, 1, 2 s later, and at the deadline (5 s).
+    assert 5 <= len(reads) <= 7, [round(at - reads[0], 2) for at in reads]

@@ -26,10 +26,13 @@ async def await_end(
     seen: Callable[[Job], Awaitable[None]] | None = None,
     read_every: float | None = None,
     settled: Callable[[Job], bool] | None = None,
+    read_every_max: float | None = None,
 ) -> Job:
     """The job once terminal or `settled(job)` (waiting for input, say), or as it is when
     `timeout` seconds (None: no bound) have passed or `stop()` says so. `seen(job)` is called
-    with every reading (progress, say)."""
+    with every reading (progress, say). With `read_every_max`, the pause between readings
+    doubles from `read_every` up to it (a job that asks soon is seen soon, a long one costs
+    few statements)."""
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     loop = asyncio.get_running_loop()
     woke = asyncio.Event()
@@ -64,5 +67,7 @@ async def await_end(
             woke.clear()
             job = await read()
             last_read = time.monotonic()
+            if read_every is not None and read_every_max is not None:
+                read_every = min(read_every * 2, read_every_max)
     finally:
         unwatch()

@@ -56,8 +56,10 @@ KEY_META = "io.tenure/idempotency-key"
 PRINCIPAL_META = "io.tenure/principal"
 # A call whose client asked for progress reads its job this often while it waits.
 PROGRESS_READ_SECONDS = 1.0
-# A synchronous call that may answer `input_required` reads its job this often while it waits.
+# A synchronous call that may answer `input_required` reads its job while it waits (a job that
+# starts to wait announces nothing): after 0.25 s, then twice as long each time, up to 2 s.
 INPUT_READ_SECONDS = 0.25
+INPUT_READ_MAX_SECONDS = 2.0
 STATE_PREFIX = "tenure-job:"
 # SEP-2243: a routing header that disagrees with the request body.
 HEADER_MISMATCH = -32020
@@ -229,24 +231,28 @@ class TenureMcp:
         until_input: Callable[[Job], bool] | None = None,
     ) -> Job:
         """The job once ended (or at `timeout`, or once `until_input(job)` says it waits for
-        input): no statement while it waits, unless the caller asked for progress,
-        which is read every PROGRESS_READ_SECONDS, or for input, read every INPUT_READ_SECONDS
-        (a job that starts to wait wakes no one)."""
+        input): no statement while it waits, unless the caller asked for progress, which is
+        read every PROGRESS_READ_SECONDS, or may be asked for input (a job that starts to wait
+        wakes no one): read after INPUT_READ_SECONDS, then less often, up to every
+        INPUT_READ_MAX_SECONDS (or PROGRESS_READ_SECONDS, if that is sooner)."""
         reporter = Progress(ctx.session, self.ledger, job_id)
 
         async def read() -> Job:
             return await _run(self.ledger.get, job_id)
 
-        every = [PROGRESS_READ_SECONDS] if progress else []
-        every += [INPUT_READ_SECONDS] if until_input else []
+        first, most = (INPUT_READ_SECONDS, INPUT_READ_MAX_SECONDS) if until_input else (None, None)
+        if progress:
+            first = min(first or PROGRESS_READ_SECONDS, PROGRESS_READ_SECONDS)
+            most = min(most or PROGRESS_READ_SECONDS, PROGRESS_READ_SECONDS)
         return await await_end(
             self.ledger.ended,
             job_id,
             read,
             timeout,
             seen=reporter.seen,
-            read_every=min(every, default=None),
+            read_every=first,
             settled=until_input,
+            read_every_max=most,
         )
 
     async def _own_tool(
