@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import tenure
-from tenure.storage.waits import WaitFor, WaitRequest
+from tenure.waits import WaitFor, WaitRequest
 
 Op = tuple[str, Callable[[tenure.Ledger, dict[str, Any]], Any]]
 

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 import tenure
-from tenure.storage.waits import WaitFor, WaitRequest
+from tenure.waits import WaitFor, WaitRequest
 
 
 def park(ledger: tenure.Ledger, count: int) -> None:
