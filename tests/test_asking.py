@@ -117,3 +117,24 @@ def test_a_waiting_job_keeps_its_question_and_events_keep_only_its_method(
         "elicitation/create"
     ]
     assert "Secret" not in repr(events)
+
+
+def test_a_wait_document_is_parsed_once_into_its_state() -> None:
+    """`WaitState` reads a stored `wait`: a held job by its flag and, as older rows wrote it,
+    by position -1; a deadline as a time; an unknown kind as no state at all."""
+    from tenure.waits import WaitFor, WaitState, describe_wait
+
+    held = WaitState.parse({"for": "signal", "name": "release", "position": -1, "held": True})
+    older = WaitState.parse({"for": "signal", "name": "release", "position": -1})
+    own = WaitState.parse({"for": "signal", "name": "approval", "position": 2})
+    assert held is not None and held.held and held.signal == "release"
+    assert older is not None and older.held
+    assert own is not None and not own.held and own.position == 2
+    until = "2030-01-01T00:00:00+00:00"
+    jobs = WaitState.parse({"for": "jobs", "jobs": ["a", "b"], "position": 0, "until": until})
+    assert jobs is not None and jobs.wait_for is WaitFor.JOBS and jobs.jobs == ("a", "b")
+    assert describe_wait({"for": "jobs", "jobs": ["a", "b"], "position": 0, "until": until}) == (
+        f"2 child jobs until {until}"
+    )
+    assert WaitState.parse({"for": "nonsense"}) is None
+    assert WaitState.parse(None) is None and describe_wait(None) == ""

@@ -6,14 +6,14 @@ settled wait gave the handler (`WaitResult`: `Signalled`, `ChildrenEnded`, `Time
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from tenure.asking import Ask
 from tenure.errors import ChildFailed, InvalidArgument, WaitTimeout
-from tenure.types import JSON, Job, JobState
+from tenure.types import JSON, Event, EventType, Job, JobState
 
 # A job a tripped `hold` rollout holds waits for this signal (`tenure rollouts release`).
 HELD_SIGNAL = "release"
@@ -119,6 +119,11 @@ def awaited_ask(job: Job) -> Ask | None:
     """The question a job waiting for a signal puts to its caller, if its handler gave one."""
     state = wait_state(job)
     return state.ask if state is not None and state.wait_for is WaitFor.SIGNAL else None
+
+
+def signals_received(events: Iterable[Event]) -> list[str]:
+    """The names of the signals a job took, in order, from its events."""
+    return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]
 
 
 def describe_wait(wait: Mapping[str, Any] | None) -> str:

@@ -24,9 +24,9 @@ from tenure.app import App
 from tenure.errors import InvalidArgument, JobFailed
 from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.ledger import Ledger, await_end
-from tenure.types import JSON, EventType, Job, JobState
+from tenure.types import JSON, Job, JobState
 from tenure.validation import check_name
-from tenure.waits import awaited_signal
+from tenure.waits import awaited_signal, signals_received
 
 # Each wait on a Client is at most this long, so that a cancelled run stops soon.
 _WAIT_SLICE = 5.0
@@ -145,8 +145,7 @@ class JobCalls:
 
     def signals_received(self, job_id: str) -> list[str]:
         """The signals the job took so far, in order (each an answer the framework relayed)."""
-        events = self.api.events(job_id)
-        return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]
+        return signals_received(self.api.events(job_id))
 
     def wait(
         self,

@@ -48,9 +48,9 @@ from tenure.mcp.tools import (
     own_argument_errors,
     text_result,
 )
-from tenure.types import EventType, Job, JobState, StageStatus
+from tenure.types import Job, JobState, StageStatus
 from tenure.validation import check_job_id
-from tenure.waits import awaited_signal, describe_wait
+from tenure.waits import awaited_signal, describe_wait, signals_received, wait_state
 
 KEY_META = "io.tenure/idempotency-key"
 PRINCIPAL_META = "io.tenure/principal"
@@ -201,10 +201,7 @@ class TenureMcp:
     async def _received(self, job_id: str, name: str) -> bool:
         """Whether the job has its signal `name` (a job a signal woke says it waits until a
         worker takes it up again)."""
-        events = await _run(self.ledger.events, job_id)
-        return any(
-            e.type is EventType.SIGNAL_RECEIVED and e.detail.get("name") == name for e in events
-        )
+        return name in signals_received(await _run(self.ledger.events, job_id))
 
     async def _answer(self, job: Job, responses: dict[str, Any]) -> str | None:
         """Send the signal the job waits for, if the responses answer it (its name); other
@@ -391,7 +388,8 @@ def _input_required(job: Job, capabilities: Any) -> dict[str, Any]:
     calling again with `inputResponses` and this `requestState`: the job's id and the stage
     that waits (a new one each round). Without a question it can answer, the client polls
     with the state while someone else signals."""
-    stage = (job.wait or {}).get("position", 0)
+    state = wait_state(job)
+    stage = state.position if state is not None else 0
     return {
         "resultType": "input_required",
         "inputRequests": input_requests(job, capabilities),
