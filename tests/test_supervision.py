@@ -62,8 +62,12 @@ def test_a_dying_committer_stops_an_embedded_worker_and_publishes_what_it_had(
         finally:
             worker.stop()
     assert isinstance(crashed, RuntimeError)
-    states = {app.ledger.get(job_id).state for job_id in submitted}
-    assert states == {tenure.JobState.SUCCEEDED}, "a result the committer carried was lost"
+    # The crash may land just after a job's end was awaited, so that one more job was submitted
+    # to a worker that then stopped: that last job was never claimed, never carried.
+    states = [app.ledger.get(job_id).state for job_id in submitted]
+    if len(states) > 1 and states[-1] is tenure.JobState.QUEUED:
+        states.pop()
+    assert set(states) == {tenure.JobState.SUCCEEDED}, "a result the committer carried was lost"
     crashes = [r for r in caplog.records if getattr(r, "tenure_event", "") == "side_task_crashed"]
     assert [r.tenure_fields["task"] for r in crashes] == ["commit"]  # type: ignore[attr-defined]
 
