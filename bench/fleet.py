@@ -54,7 +54,7 @@ def hold(url: str, count: int, owner: str, out: Path, stop_file: Path) -> None:
     """Claim `count` held jobs and renew them every HEARTBEAT seconds in one statement, writing
     each renewal's lag (seconds past its due time) and statement count to `out`."""
     with tenure.connect(url, pool_size=2) as ledger:
-        leases = []
+        leases: list[tenure.Lease] = []
         while len(leases) < count:
             got = ledger.claim_many(
                 owner, kinds=["held"], limit=min(1000, count - len(leases)), lease_seconds=LEASE
@@ -97,7 +97,7 @@ def snapshot(url: str) -> dict[str, Any]:
             "FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
         assert row is not None
-        dead = dict(
+        dead: dict[str, int] = dict(
             conn.execute(
                 "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE relname = ANY(%s)",
                 (list(TABLES),),
@@ -190,7 +190,12 @@ def renewals(folder: Path, since: float, until: float) -> tuple[float, float]:
 
 
 def phase_figures(
-    name: str, url: str, folder: Path, first: dict[str, Any], last: dict[str, Any], wall: tuple
+    name: str,
+    url: str,
+    folder: Path,
+    first: dict[str, Any],
+    last: dict[str, Any],
+    wall: tuple[float, float],
 ) -> dict[str, Any]:
     seconds = last["t"] - first["t"]
     jobs = last["done"] - first["done"]

@@ -21,6 +21,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,7 +55,7 @@ async def quiet_rate(url: str, window: float) -> float:
     return (transactions(url) - before - 1) / window
 
 
-async def measure(args: argparse.Namespace, base: str, key: str, jobs: list[str]) -> dict:
+async def measure(args: argparse.Namespace, base: str, key: str, jobs: list[str]) -> dict[str, Any]:
     figures: dict[str, dict[str, float]] = {}
     for waiters in (0, args.waiters):
         async with httpx.AsyncClient(

@@ -44,8 +44,8 @@ def main() -> None:
     frames: dict[str, Counter[str]] = defaultdict(Counter)
     with open(args.raw) as handle:
         for line in handle:
-            stack, _, count = line.rstrip().rpartition(" ")
-            samples = int(count)
+            stack, _, sample_count = line.rstrip().rpartition(" ")
+            samples = int(sample_count)
             thread, _, rest = stack.partition(";")
             group = next((name for name, mark in GROUPS if mark in rest), "other")
             calls = [frame.split(" (")[0] for frame in rest.split(";")]

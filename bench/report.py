@@ -222,9 +222,13 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"{figures['kill_to_handler_s']} s (lease {figures['lease_s']:g} s)",
                 False,
             )
-    share = _figure(report, "fairness", "tenure (SQLite)", "min_share")
+    fair_share = _figure(report, "fairness", "tenure (SQLite)", "min_share")
     check(
-        "SQLite: each of 3 processes a fair share (≥ 25%)", share, 0.25, f"smallest {share}", True
+        "SQLite: each of 3 processes a fair share (≥ 25%)",
+        fair_share,
+        0.25,
+        f"smallest {fair_share}",
+        True,
     )
     return rows
 

@@ -54,7 +54,7 @@ RAW = [
     System("SQL only (SQLite)", "raw", "sqlite"),
 ]
 
-SIZES = {
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "full": {
         "enqueue_single": {"n": 2000},
         "enqueue_batch": {"n": 20000},

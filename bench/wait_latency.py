@@ -109,7 +109,9 @@ def main() -> None:
     heads = ("backend, mode", "end -> wait p50 / p95 ms", "submit -> result p50 / p95 ms")
     print(f"{heads[0]:32} {heads[1]:>26} {heads[2]:>30}")
     with tempfile.TemporaryDirectory() as folder:
-        backends = [("SQLite", lambda mode: f"sqlite:///{folder}/{mode}.db")]
+        backends: list[tuple[str, Callable[[str], str]]] = [
+            ("SQLite", lambda mode: f"sqlite:///{folder}/{mode}.db")
+        ]
         if args.postgres:
             backends.append(
                 ("PostgreSQL", lambda mode: fresh_schema(args.postgres, f"tenure_bench_{mode}"))

@@ -58,7 +58,8 @@ async def _enqueue_batch(app: procrastinate.App, name: str, n: int) -> float:
     task = app.tasks[name]
     begun = time.perf_counter()
     for start in range(0, n, BATCH):
-        await task.batch_defer_async(*({"i": i} for i in range(start, min(n, start + BATCH))))
+        batch: list[dict[str, Any]] = [{"i": i} for i in range(start, min(n, start + BATCH))]
+        await task.batch_defer_async(*batch)
     return time.perf_counter() - begun
 
 

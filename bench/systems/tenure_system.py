@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import statistics
@@ -72,7 +73,7 @@ def drain(url: str, n: int, concurrency: int, **_: Any) -> dict[str, Any]:
     enqueue_batch(url, n)
     if _is_postgres(url):
         analyze(url)
-    app, _ = _app(url)
+    app, _started = _app(url)
     worker = tenure.Worker(app, concurrency=concurrency, kinds=["noop"])
     begun = time.perf_counter()
     worker.start()
@@ -100,7 +101,7 @@ def latency(url: str, n: int, concurrency: int, pause: float, **_: Any) -> dict[
         for i in range(n):
             sent = time.perf_counter()
             ledger.submit("probe", {"i": i})
-            wait_until(lambda i=i: i in started, 30, f"probe {i}")
+            wait_until(functools.partial(started.__contains__, i), 30, f"probe {i}")
             samples.append((started[i] - sent) * 1000)
             wait_until(lambda: worker.running == 0, 30, "idle")
             time.sleep(pause)
@@ -182,7 +183,7 @@ def claim_cost(url: str, history: int, **_: Any) -> dict[str, Any]:
         if _is_postgres(url):
             analyze(url)
         times = []
-        for _ in range(300):
+        for _round in range(300):
             begun = time.perf_counter()
             lease = ledger.claim("bench", kinds=["noop"], lease_seconds=60)
             times.append((time.perf_counter() - begun) * 1000)
@@ -296,7 +297,7 @@ def fairness(url: str, n: int, processes: int, **_: Any) -> dict[str, Any]:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
-        owners = Counter(ledger.get(job_id).owner_id for job_id in ids)  # type: ignore[union-attr]
+        owners = Counter(ledger.get(job_id).owner_id for job_id in ids)
     shares = sorted(round(count / n, 3) for count in owners.values())
     return {
         "processes": processes,
