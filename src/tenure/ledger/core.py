@@ -4,13 +4,15 @@ back while the database is away (written when it answers again)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from tenure.errors import StoreUnavailable, TenureError
 from tenure.ledger.ended import EndedWatch
@@ -22,6 +24,23 @@ from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_second
 log = logging.getLogger("tenure")
 
 DEFAULT_MAX_ATTEMPTS = 5
+
+P = ParamSpec("P")
+R = TypeVar("R")
+PartT = TypeVar("PartT")
+
+
+def forward(
+    part: str, method: Callable[Concatenate[PartT, P], R]
+) -> Callable[Concatenate[Any, P], R]:
+    """A `Ledger` method that is the `method` of its part named `part` (signature, docstring
+    and types kept: mypy checks calls through it as calls of the part's own method)."""
+
+    @functools.wraps(method)
+    def forwarded(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return forwarded
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -54,8 +73,6 @@ class LedgerCore:
         self.backoff_cap = check_seconds(backoff_cap, "backoff_cap")
         self._unconfirmed: list[tuple[str, str, int, str]] = []
         self._unconfirmed_lock = threading.Lock()
-        self._limits_seen_at: float | None = None
-        self._has_limits = False
         self.ended = EndedWatch(store)
 
     def migrate(self) -> list[int]:
@@ -65,7 +82,7 @@ class LedgerCore:
     def close(self) -> None:
         """Write any held-back events if the database answers, then release the connections."""
         with contextlib.suppress(TenureError):
-            self._confirm_unconfirmed(attempts=1)
+            self.confirm_unconfirmed(attempts=1)
         self.ended.close()
         self.store.close()
 
@@ -82,11 +99,11 @@ class LedgerCore:
     def report_unconfirmed(self, lease: Lease, last_confirmed: datetime) -> None:
         """A worker's conservative deadline passed without the database confirming the lease:
         log `ownership_unknown` now, write it to the events when the database answers."""
-        self._ownership_unknown(
+        self.ownership_unknown(
             lease, CancelReason.LEASE_UNCONFIRMED, None, last_confirmed=last_confirmed
         )
 
-    def _ownership_unknown(
+    def ownership_unknown(
         self,
         lease: Lease,
         operation: str,
@@ -117,7 +134,7 @@ class LedgerCore:
         with self._unconfirmed_lock:
             self._unconfirmed.append((lease.job_id, lease.owner_id, lease.token, detail))
 
-    def _confirm_unconfirmed(self, attempts: int = 3) -> None:
+    def confirm_unconfirmed(self, attempts: int = 3) -> None:
         """Write the `ownership_unknown` events held back while the database was away.
 
         Called right after the database answered, so a failure here is most likely a pooled
@@ -141,3 +158,11 @@ class LedgerCore:
                     with self._unconfirmed_lock:
                         self._unconfirmed[:0] = pending[index:]
                     return
+
+
+class Part:
+    """One part of the `Ledger`: the state it owns, over the core every part shares."""
+
+    def __init__(self, core: LedgerCore) -> None:
+        self.core = core
+        self.store = core.store

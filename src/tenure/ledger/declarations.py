@@ -12,21 +12,19 @@ import json
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from tenure import labels as label_rules
-from tenure.ledger.core import LedgerCore
-from tenure.storage import Store
+from tenure.ledger.core import LedgerCore, Part
 from tenure.validation import check_int, check_name
 
 DECLARATIONS_CACHE = 1.0
 
 
-class Declarations(LedgerCore):
+class Declarations(Part):
     """`declare_labels`, `declared_labels` and the check of a submit's labels."""
 
-    def __init__(self, store: Store, **settings: Any) -> None:
-        super().__init__(store, **settings)
+    def __init__(self, core: LedgerCore) -> None:
+        super().__init__(core)
         # This ledger's own cache of the declared labels (never shared with another ledger).
         self._declared: tuple[float, dict[str, label_rules.Declared]] | None = None
         self._declared_lock = threading.Lock()
@@ -65,7 +63,7 @@ class Declarations(LedgerCore):
             self._declared = (time.monotonic(), current)
         return current
 
-    def _submitted_labels(self, kind: str, labels: object) -> str | None:
+    def submitted_labels(self, kind: str, labels: object) -> str | None:
         """A submit's labels checked against its kind's declaration, as canonical JSON."""
         if labels is None:
             return None

@@ -18,14 +18,19 @@ from tenure.evidence import (
     reference_json,
     reference_sha256,
 )
+from tenure.ledger.core import LedgerCore, Part
 from tenure.ledger.leases import Leases
 from tenure.storage.evidence import CachedRetrieval, NewEvidence, RetrievalTotals
 from tenure.types import EventType, Lease
 from tenure.validation import check_job_id, check_name
 
 
-class EvidenceRecords(Leases):
+class EvidenceRecords(Part):
     """`record_evidence`, `evidence`, and the retrieval cache of the `Ledger`."""
+
+    def __init__(self, core: LedgerCore, leases: Leases) -> None:
+        super().__init__(core)
+        self.leases = leases
 
     def record_evidence(
         self, lease: Lease, ref: Reference, *, retriever: str | None = None
@@ -36,10 +41,10 @@ class EvidenceRecords(Leases):
         if retriever is not None:
             check_name(retriever, "retriever name")
         new = NewEvidence(ref.type, reference_json(ref), reference_sha256(ref), retriever)
-        if not self._guard(
+        if not self.leases.guard(
             lease, "record_evidence", lambda: self.store.record_evidence(lease, new)
         ):
-            self._lost(lease, "record_evidence")
+            self.leases.lost(lease, "record_evidence")
 
     def evidence(self, job_id: str) -> builtins.list[Evidence]:
         """The references a job recorded, in the order first recorded."""
@@ -74,7 +79,7 @@ class EvidenceRecords(Leases):
         """Per retriever: cache hits, misses, and refs dropped by a recheck (all time)."""
         return self.store.retrieval_totals()
 
-    def record_retrieval(self, lease: Lease, **detail: Any) -> None:
+    def record_retrieval(self, /, lease: Lease, **detail: Any) -> None:
         """The `evidence_retrieved` event: retriever, cache hit or miss, refs returned and
         dropped by the recheck (their sources: ids, never content)."""
-        self.record(lease, EventType.EVIDENCE_RETRIEVED, **detail)
+        self.leases.record(lease, EventType.EVIDENCE_RETRIEVED, **detail)

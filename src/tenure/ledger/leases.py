@@ -22,7 +22,7 @@ from tenure.errors import (
     StoreUnavailable,
     TenureError,
 )
-from tenure.ledger.core import backoff_delay, event_detail
+from tenure.ledger.core import LedgerCore, Part, backoff_delay, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
 from tenure.storage.base import NO_CLAIM, AttemptFailure, ClaimRequest, Publish, StageStart
@@ -57,8 +57,12 @@ def check_lease(value: Any, what: str = "lease") -> Lease:
     return value
 
 
-class Leases(Limits):
+class Leases(Part):
     """The lease-guarded operations of the `Ledger`."""
+
+    def __init__(self, core: LedgerCore, limits: Limits) -> None:
+        super().__init__(core)
+        self.limits = limits
 
     def claim(
         self,
@@ -103,7 +107,7 @@ class Leases(Limits):
             for kind, n in (kind_limits or {}).items()
             if request.kinds is None or kind in request.kinds
         }
-        if limits or self.has_tenant_limits():
+        if limits or self.limits.has_tenant_limits():
             leases = self.store.limited_claim(request, limits)
         else:
             leases = self.store.claim(request)
@@ -174,11 +178,11 @@ class Leases(Limits):
             renewed = self.store.extend_many(leases, seconds)
         except StoreUnavailable as exc:
             for lease in leases:
-                self._ownership_unknown(lease, "extend", exc)
+                self.core.ownership_unknown(lease, "extend", exc)
             raise OwnershipUnknown(
                 f"could not renew {len(leases)} lease(s): {exc}; start no new irreversible step"
             ) from exc
-        self._confirm_unconfirmed()
+        self.core.confirm_unconfirmed()
         lost = [lease.job_id for lease in leases if lease.job_id not in renewed]
         for lease in leases:
             if lease.job_id in lost:
@@ -195,7 +199,9 @@ class Leases(Limits):
         return ExtendResult(renewed=renewed, lost=lost)
 
     def _checkpoint_json(self, checkpoint: JSON) -> EncodedJson:
-        return encode_json(checkpoint, "checkpoint", self.max_payload_bytes, MAX_CHECKPOINT_DEPTH)
+        return encode_json(
+            checkpoint, "checkpoint", self.core.max_payload_bytes, MAX_CHECKPOINT_DEPTH
+        )
 
     def save_step(self, lease: Lease, step: int, checkpoint: JSON = None) -> None:
         """Advance the job's cursor to `step` and keep `checkpoint`, while the lease holds."""
@@ -205,11 +211,11 @@ class Leases(Limits):
         detail = event_detail(
             step=step, checkpoint_bytes=encoded.size, checkpoint_sha256=encoded.sha256
         )
-        done = self._guard(
+        done = self.guard(
             lease, "save_step", lambda: self.store.save_step(lease, step, encoded.text, detail)
         )
         if not done:
-            self._lost(lease, "save_step")
+            self.lost(lease, "save_step")
 
     def complete(self, lease: Lease, result: JSON = None) -> None:
         """Publish the result and end the job `succeeded`, while the lease holds.
@@ -244,7 +250,7 @@ class Leases(Limits):
         digests: dict[str, str] = {}
         for lease, result in outcomes:
             try:
-                encoded = encode_json(result, "result", self.max_payload_bytes)
+                encoded = encode_json(result, "result", self.core.max_payload_bytes)
             except TenureError as exc:
                 answers[lease.job_id] = exc
                 continue
@@ -259,18 +265,18 @@ class Leases(Limits):
             done, claimed = self.store.exchange(Publish(leases, texts, details), request)
         except StoreUnavailable as exc:
             for lease in leases:
-                self._ownership_unknown(lease, "complete", exc)
+                self.core.ownership_unknown(lease, "complete", exc)
             raise OwnershipUnknown(
                 f"could not complete {len(leases)} job(s): {exc}; whether their leases still "
                 "hold is unknown"
             ) from exc
-        self._confirm_unconfirmed()
+        self.core.confirm_unconfirmed()
         for lease in leases:
             if lease.job_id in done:
                 answers[lease.job_id] = None
                 continue
             try:
-                self._lost(lease, "complete", result_sha256=digests[lease.job_id])
+                self.lost(lease, "complete", result_sha256=digests[lease.job_id])
             except TenureError as exc:
                 answers[lease.job_id] = exc
         return answers, claimed
@@ -291,13 +297,13 @@ class Leases(Limits):
         check_lease(lease)
         if isinstance(error, str):
             error = {"code": "error", "message": error}
-        encoded = encode_json(error, "error", self.max_payload_bytes)
+        encoded = encode_json(error, "error", self.core.max_payload_bytes)
         delay: float | None = None
         if retryable:
             delay = (
                 check_seconds(retry_in, "retry_in")
                 if retry_in is not None
-                else backoff_delay(lease.attempt, self.backoff_base, self.backoff_cap)
+                else backoff_delay(lease.attempt, self.core.backoff_base, self.core.backoff_cap)
             )
         code = error.get("code") if isinstance(error, dict) else None
         detail = event_detail(
@@ -305,13 +311,13 @@ class Leases(Limits):
             retryable=retryable,
             error_sha256=encoded.sha256,
         )
-        state = self._guard(
+        state = self.guard(
             lease,
             "fail",
             lambda: self.store.fail(lease, AttemptFailure(encoded.text, delay, detail)),
         )
         if state is None:
-            self._lost(lease, "fail")
+            self.lost(lease, "fail")
         if state is JobState.FAILED:
             self._cancel_children(lease.job_id)
         return state
@@ -326,11 +332,12 @@ class Leases(Limits):
     def release(self, lease: Lease) -> None:
         """Give the job back at once, without spending the attempt (graceful shutdown)."""
         check_lease(lease)
-        if not self._guard(lease, "release", lambda: self.store.release(lease)):
-            self._lost(lease, "release")
+        if not self.guard(lease, "release", lambda: self.store.release(lease)):
+            self.lost(lease, "release")
 
     def start_stage(
         self,
+        /,
         lease: Lease,
         position: int,
         name: str,
@@ -345,7 +352,7 @@ class Leases(Limits):
         check_int(position, "stage position", 0)
         check_name(name, "stage name")
         detail_json = event_detail(position=position, name=name, **detail)
-        done = self._guard(
+        done = self.guard(
             lease,
             "start_stage",
             lambda: self.store.stage_start(
@@ -353,17 +360,17 @@ class Leases(Limits):
             ),
         )
         if not done:
-            self._lost(lease, "start_stage")
+            self.lost(lease, "start_stage")
 
     def stage_raised(self, lease: Lease, position: int, error_type: str) -> None:
         """A step's function raised (the worker did not die in it): the step is a failed one,
         not one in doubt, and the next attempt runs it afresh. `step_failed` keeps the type."""
         detail_json = event_detail(position=position, error_type=error_type)
-        done = self._guard(
+        done = self.guard(
             lease, "stage_raised", lambda: self.store.stage_raised(lease, position, detail_json)
         )
         if not done:
-            self._lost(lease, "stage_raised")
+            self.lost(lease, "stage_raised")
 
     def finish_stage(
         self, lease: Lease, position: int, result: JSON, *, checkpoint: JSON = None
@@ -373,18 +380,18 @@ class Leases(Limits):
 
         Returns the result's canonical JSON text (what a replay will return).
         """
-        encoded = encode_json(result, "stage result", self.max_payload_bytes)
+        encoded = encode_json(result, "stage result", self.core.max_payload_bytes)
         saved = None if checkpoint is None else self._checkpoint_json(checkpoint).text
         detail_json = event_detail(
             position=position, result_bytes=encoded.size, result_sha256=encoded.sha256
         )
-        done = self._guard(
+        done = self.guard(
             lease,
             "finish_stage",
             lambda: self.store.stage_done(lease, position, encoded.text, detail_json, saved),
         )
         if not done:
-            self._lost(lease, "finish_stage")
+            self.lost(lease, "finish_stage")
         return encoded.text
 
     def lost_reason(self, job_id: str) -> CancelReason:
@@ -398,26 +405,26 @@ class Leases(Limits):
             return CancelReason.CANCELLED
         return CancelReason.LEASE_LOST
 
-    def record(self, lease: Lease, event: EventType, **detail: Any) -> None:
+    def record(self, /, lease: Lease, event: EventType, **detail: Any) -> None:
         """Append an event about this lease's job (e.g. `step_in_doubt`); no lease check."""
         self.store.record_event(
             lease.job_id, event, lease.token, lease.owner_id, event_detail(**detail)
         )
 
-    def _guard(self, lease: Lease, operation: str, write: Callable[[], T]) -> T:
+    def guard(self, lease: Lease, operation: str, write: Callable[[], T]) -> T:
         """Run a lease-guarded write; an unreachable database means ownership is unknown."""
         try:
             result = write()
         except StoreUnavailable as exc:
-            self._ownership_unknown(lease, operation, exc)
+            self.core.ownership_unknown(lease, operation, exc)
             raise OwnershipUnknown(
                 f"job {lease.job_id}: {operation} could not reach the database ({exc}); "
                 "whether the lease still holds is unknown"
             ) from exc
-        self._confirm_unconfirmed()
+        self.core.confirm_unconfirmed()
         return result
 
-    def _lost(self, lease: Lease, operation: str, **detail: Any) -> NoReturn:
+    def lost(self, lease: Lease, operation: str, **detail: Any) -> NoReturn:
         """Record the rejected write, then raise `LeaseLost` (or `JobNotFound`)."""
         self._reject(lease, EventType.RESULT_REJECTED, operation, **detail)
         raise LeaseLost(

@@ -5,15 +5,20 @@ from __future__ import annotations
 import time
 
 from tenure.errors import StoreUnavailable
-from tenure.ledger.core import LedgerCore
+from tenure.ledger.core import LedgerCore, Part
 from tenure.validation import check_int, check_name
 
 # How often a ledger looks whether tenant limits exist (seconds).
 LIMITS_REFRESH = 2.0
 
 
-class Limits(LedgerCore):
+class Limits(Part):
     """`set_tenant_limit`, `tenant_limits`, `has_tenant_limits`."""
+
+    def __init__(self, core: LedgerCore) -> None:
+        super().__init__(core)
+        self._limits_seen_at: float | None = None
+        self._has_limits = False
 
     def set_tenant_limit(self, tenant: str, limit: int | None) -> None:
         """At most `limit` jobs of `tenant` run at once, across all workers (None: no limit).

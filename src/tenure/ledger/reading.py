@@ -11,7 +11,7 @@ import time
 from typing import TypeVar
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
-from tenure.ledger.core import LedgerCore
+from tenure.ledger.core import Part
 from tenure.logs import emit
 from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
 from tenure.types import Event, Job, JobState, Stage
@@ -23,7 +23,7 @@ T = TypeVar("T")
 MAX_LIST_LIMIT = 1000
 
 
-class Reading(LedgerCore):
+class Reading(Part):
     """Reads and operator transitions of the `Ledger`."""
 
     def cancel(self, job_id: str) -> None:
@@ -67,14 +67,14 @@ class Reading(LedgerCore):
     def events(self, job_id: str) -> list[Event]:
         """The job's flight recorder, oldest first."""
         job_id = check_job_id(job_id)
-        return self._of_known_job(job_id, self.store.events(job_id))
+        return self.of_known_job(job_id, self.store.events(job_id))
 
     def stages(self, job_id: str) -> list[Stage]:
         """The job's recorded steps and effects, in handler order."""
         job_id = check_job_id(job_id)
-        return self._of_known_job(job_id, self.store.stages(job_id))
+        return self.of_known_job(job_id, self.store.stages(job_id))
 
-    def _of_known_job(self, job_id: str, found: builtins.list[T]) -> builtins.list[T]:
+    def of_known_job(self, job_id: str, found: builtins.list[T]) -> builtins.list[T]:
         """`found` (rows of the job); an empty answer for an unknown job is `JobNotFound`."""
         if not found and self.store.get(job_id) is None:
             raise JobNotFound(f"no job has the id {job_id}")
@@ -118,7 +118,7 @@ class Reading(LedgerCore):
         job_id = check_job_id(job_id)
         deadline = time.monotonic() + max(0.0, float(timeout))
         woke = threading.Event()
-        unwatch = self.ended.watch(job_id, woke.set)
+        unwatch = self.core.ended.watch(job_id, woke.set)
         try:
             job = self.get(job_id)
             while not job.terminal:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tenure.errors import InvalidArgument
-from tenure.ledger.core import LedgerCore
+from tenure.ledger.core import Part
 from tenure.ledger.submission import MAX_BATCH
 from tenure.logs import emit
 from tenure.storage.base import PurgeStep
@@ -31,7 +31,7 @@ def _seconds_of(value: timedelta | float, what: str) -> float:
     return float(seconds)
 
 
-class Retention(LedgerCore):
+class Retention(Part):
     """`purge`."""
 
     def purge(

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import InvalidArgument, JobNotFound
-from tenure.ledger.core import LedgerCore
+from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
-from tenure.storage import Store
 from tenure.types import JobState, Rollout, RolloutJob
 from tenure.validation import check_int, check_job_id, check_name
 
@@ -84,12 +83,12 @@ class RolloutStatus:
         return None if mine is None or not theirs else mine / theirs
 
 
-class Rollouts(LedgerCore):
+class Rollouts(Part):
     """`start_rollout`, `stop_rollout`, `rollouts`, `rollout_status`, `check_rollout`, and the
     variant a new job gets."""
 
-    def __init__(self, store: Store, **settings: Any) -> None:
-        super().__init__(store, **settings)
+    def __init__(self, core: LedgerCore) -> None:
+        super().__init__(core)
         # This ledger's own cache of the rollouts (never shared with another ledger).
         self._rollout_cache: tuple[float, dict[str, Rollout]] | None = None
         self._rollout_refreshing = False
@@ -142,7 +141,7 @@ class Rollouts(LedgerCore):
             min_jobs=check_int(min_jobs, "min_jobs", 1),
             on_trip=on_trip,
             state="active",
-            started_at=self.now(),
+            started_at=self.core.now(),
         )
         if not self.store.start_rollout(rollout):
             raise InvalidArgument(f"kind {kind!r} already has a rollout: stop it first")
@@ -254,7 +253,7 @@ class Rollouts(LedgerCore):
         )
         return True
 
-    def _variant_for(self, kind: str, tenant: str, job_id: str) -> tuple[str | None, bool]:
+    def variant_for(self, kind: str, tenant: str, job_id: str) -> tuple[str | None, bool]:
         """The variant a new job gets (None: stable), and whether a tripped rollout holds it
         (`on_trip="hold"`: the jobs the candidate would have had wait for an operator)."""
         rollout = self._active_rollouts().get(kind)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from tenure import tracing
 from tenure.errors import IdempotencyConflict, InvalidArgument
 from tenure.evidence import check_principal
-from tenure.ledger.core import event_detail
+from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.declarations import Declarations
 from tenure.ledger.rollouts import Rollouts
 from tenure.logs import emit
@@ -41,8 +41,13 @@ class _Placement:
     principal: str | None = None
 
 
-class Submission(Rollouts, Declarations):
+class Submission(Part):
     """`submit`, `submit_or_find`, `submit_many`, and the wake-ups they cause."""
+
+    def __init__(self, core: LedgerCore, rollouts: Rollouts, declarations: Declarations) -> None:
+        super().__init__(core)
+        self.rollouts = rollouts
+        self.declarations = declarations
 
     def submit(
         self,
@@ -177,7 +182,7 @@ class Submission(Rollouts, Declarations):
         principal: str | None = None,
     ) -> _Placement:
         """Validate what a submit shares with every job of a batch."""
-        attempts = self.default_max_attempts if max_attempts is None else max_attempts
+        attempts = self.core.default_max_attempts if max_attempts is None else max_attempts
         run_at, delay = _schedule(run_after)
         kind = check_name(kind, "kind")
         if traceparent is None:
@@ -191,7 +196,7 @@ class Submission(Rollouts, Declarations):
             priority=check_int(priority, "priority"),
             run_at=run_at,
             delay_seconds=delay,
-            labels_json=self._submitted_labels(kind, labels),
+            labels_json=self.declarations.submitted_labels(kind, labels),
             traceparent=traceparent,
             principal=None if principal is None else check_principal(principal),
         )
@@ -204,9 +209,9 @@ class Submission(Rollouts, Declarations):
         parent_id: str | None = None,
     ) -> tuple[NewJob, EncodedJson]:
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
-        encoded = encode_json(payload, "payload", self.max_payload_bytes)
+        encoded = encode_json(payload, "payload", self.core.max_payload_bytes)
         job_id = str(uuid.uuid4())
-        variant, held = self._variant_for(placement.kind, placement.tenant, job_id)
+        variant, held = self.rollouts.variant_for(placement.kind, placement.tenant, job_id)
         job = NewJob(
             id=job_id,
             kind=placement.kind,

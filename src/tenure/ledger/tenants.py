@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tenure import keys
 from tenure.errors import TenantExists, TenantNotFound
-from tenure.ledger.core import LedgerCore
+from tenure.ledger.core import Part
 from tenure.logs import emit
 from tenure.storage.base import TenantRecord
 from tenure.validation import check_name
@@ -35,7 +35,7 @@ class Principal:
         return self.tenant is None or self.tenant == tenant
 
 
-class Tenants(LedgerCore):
+class Tenants(Part):
     """Tenant and API key operations of the `Ledger`."""
 
     def create_tenant(self, name: str) -> str:

@@ -11,7 +11,7 @@ from tenure.errors import (
     SignalConflict,
     TerminalJob,
 )
-from tenure.ledger.core import event_detail
+from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.leases import Leases
 from tenure.ledger.reading import Reading
 from tenure.ledger.submission import Submission
@@ -30,8 +30,16 @@ def child_key(parent_id: str, name: str) -> str:
     return f"tenure-child:{parent_id}:{name}"
 
 
-class Waits(Submission, Leases, Reading):
+class Waits(Part):
     """`signal`, `children`, and what a waiting handler's context asks of the ledger."""
+
+    def __init__(
+        self, core: LedgerCore, submission: Submission, leases: Leases, reading: Reading
+    ) -> None:
+        super().__init__(core)
+        self.submission = submission
+        self.leases = leases
+        self.reading = reading
 
     def signal(self, job_id: str, name: str, payload: JSON = None) -> bool:
         """Send the job a signal: stored once per job and name, the first wins.
@@ -45,11 +53,11 @@ class Waits(Submission, Leases, Reading):
         """
         job_id = check_job_id(job_id)
         name = check_name(name, "signal name")
-        encoded = encode_json(payload, "signal payload", self.max_payload_bytes)
+        encoded = encode_json(payload, "signal payload", self.core.max_payload_bytes)
         detail = event_detail(name=name, payload_sha256=encoded.sha256, payload_bytes=encoded.size)
         outcome = self.store.signal(NewSignal(job_id, name, encoded.text, encoded.sha256, detail))
         if outcome is SignalOutcome.NO_JOB:
-            job = self.get(job_id)
+            job = self.reading.get(job_id)
             raise TerminalJob(f"job {job_id} is already {job.state.value}; it takes no signals")
         if outcome is SignalOutcome.CONFLICT:
             raise SignalConflict(
@@ -77,7 +85,7 @@ class Waits(Submission, Leases, Reading):
     def children(self, job_id: str) -> builtins.list[Job]:
         """The jobs this job spawned (`ctx.spawn`), in submission order."""
         job_id = check_job_id(job_id)
-        return self._of_known_job(job_id, self.store.children(job_id))
+        return self.reading.of_known_job(job_id, self.store.children(job_id))
 
     def spawn(
         self,
@@ -94,7 +102,7 @@ class Waits(Submission, Leases, Reading):
         attempts, its tenant the parent's, its principal the parent's unless `principal` (one
         the caller checked is no wider). Returns its id and whether it is new."""
         try:
-            child_id, new = self.submit_or_find(
+            child_id, new = self.submission.submit_or_find(
                 kind,
                 payload,
                 idempotency_key=child_key(lease.job_id, name),
@@ -110,13 +118,13 @@ class Waits(Submission, Leases, Reading):
                 "or payload: a spawn must keep its name, kind and payload across attempts"
             ) from None
         if new:
-            self.record(lease, EventType.CHILD_SPAWNED, child=child_id, kind=kind, name=name)
+            self.leases.record(lease, EventType.CHILD_SPAWNED, child=child_id, kind=kind, name=name)
         return child_id, new
 
     def wait_on(self, lease: Lease, request: WaitRequest) -> WaitOutcome:
         """Settle the wait if its condition holds (or its deadline passed), else suspend the
         job, while the lease holds: `LeaseLost` otherwise."""
-        outcome = self._guard(lease, "wait", lambda: self.store.wait(lease, request))
+        outcome = self.leases.guard(lease, "wait", lambda: self.store.wait(lease, request))
         if outcome is None:
-            self._lost(lease, "wait")
+            self.leases.lost(lease, "wait")
         return outcome
