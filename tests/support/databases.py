@@ -122,3 +122,21 @@ def own_database(server: PostgresServer) -> Iterator[str]:
     finally:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def table_names(url: str) -> set[str]:
+    """The tables of the test's database (its schema, on PostgreSQL), read by hand."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        lite = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            rows = lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        finally:
+            lite.close()
+        return {name for (name,) in rows}
+    with psycopg.connect(direct(url)) as conn:
+        found = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    return {name for (name,) in found}

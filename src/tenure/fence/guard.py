@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol
 
 from tenure import tracing
 from tenure.errors import InvalidArgument, JobNotFound, StaleFence
-from tenure.storage import FenceStore, open_store
+from tenure.storage import FENCES, FenceStore, open_store
 from tenure.types import JSON, Job
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
 
@@ -72,12 +72,13 @@ class FenceGuard:
         current_token: Callable[[str], int] | None = None,
     ) -> None:
         self.current_token = current_token
-        # The guard needs fences alone: typed so, it can call nothing else of the store.
+        # The guard needs fences alone: typed so, it can call nothing else of the store, and
+        # it creates the fence tables alone (a receiver's database holds no job tables).
         self.store: FenceStore = open_store(url, timeout=timeout)
         self.stale_after = stale_after
         self.max_result_bytes = max_result_bytes
         try:
-            self.store.migrate()
+            self.store.migrate(only=FENCES)
         except BaseException:
             self.store.close()
             raise

@@ -6,8 +6,18 @@ import os
 
 from tenure.errors import UnsupportedDatabase
 from tenure.storage.base import FenceRecord, FenceStore, FenceTx, KeyedJob, NewJob, Store
+from tenure.storage.migrate import FENCES
 
-__all__ = ["FenceRecord", "FenceStore", "FenceTx", "KeyedJob", "NewJob", "Store", "open_store"]
+__all__ = [
+    "FENCES",
+    "FenceRecord",
+    "FenceStore",
+    "FenceTx",
+    "KeyedJob",
+    "NewJob",
+    "Store",
+    "open_store",
+]
 
 SQLITE_PREFIX = "sqlite://"
 LISTEN_URL_ENV = "TENURE_LISTEN_URL"

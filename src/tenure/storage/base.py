@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from tenure.storage.evidence import EvidenceStore
+from tenure.storage.migrate import Track
 from tenure.storage.waits import SignalOutcome
 from tenure.types import (
     JSON,
@@ -256,8 +257,9 @@ class DatabaseStore(Protocol):
         None; /readyz reports it."""
         ...
 
-    def migrate(self) -> list[int]:
-        """Apply missing migrations under a lock; return the versions applied now."""
+    def migrate(self, only: Track | None = None) -> list[int]:
+        """Apply missing migrations (with `only`, those of one track) under a lock; return the
+        versions applied now."""
         ...
 
     def now(self) -> datetime:

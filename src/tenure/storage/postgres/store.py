@@ -36,7 +36,7 @@ from tenure.storage.base import (
     PurgeStep,
     StageStart,
 )
-from tenure.storage.migrate import load_migrations
+from tenure.storage.migrate import Track, load_migrations
 from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.pooling import settings_statement
@@ -281,8 +281,9 @@ class PostgresStore(SqlStore):
 
     # -- schema ------------------------------------------------------------------------------
 
-    def migrate(self) -> list[int]:
-        """Apply missing migrations in one transaction under an advisory lock."""
+    def migrate(self, only: Track | None = None) -> list[int]:
+        """Apply missing migrations (with `only`, one track's) in one transaction under an
+        advisory lock."""
         applied_now: list[int] = []
         with self._translate(), self._pool.connection() as conn, conn.transaction():
             if self._plan.pooled:
@@ -292,7 +293,7 @@ class PostgresStore(SqlStore):
             done = {
                 row["version"] for row in conn.execute("SELECT version FROM tenure_schema_version")
             }
-            for migration in load_migrations(__package__ or "tenure.storage.postgres"):
+            for migration in load_migrations(__package__ or "tenure.storage.postgres", only):
                 if migration.version in done:
                     continue
                 # Our own packaged file, never user input.

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from tenure.errors import StoreBug
-from tenure.storage.migrate import load_migrations
+from tenure.storage.migrate import Track, load_migrations
 from tenure.storage.sqlite.tx import SqliteTx
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
@@ -14,13 +14,14 @@ _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
 _REWRITES_SCHEMA = "PRAGMA writable_schema = ON"
 
 
-def apply_migrations(tx: SqliteTx) -> list[int]:
-    """Apply the migrations not yet applied; the versions applied now."""
+def apply_migrations(tx: SqliteTx, only: Track | None = None) -> list[int]:
+    """Apply the migrations not yet applied (with `only`, of that track); the versions applied
+    now."""
     applied_now: list[int] = []
     conn = tx.conn
     conn.execute(_VERSION_TABLE)
     done = {row[0] for row in conn.execute("SELECT version FROM tenure_schema_version")}
-    for migration in load_migrations("tenure.storage.sqlite"):
+    for migration in load_migrations("tenure.storage.sqlite", only):
         if migration.version in done:
             continue
         schema_version = int(conn.execute("PRAGMA schema_version").fetchone()[0])

@@ -33,6 +33,7 @@ from tenure.storage.base import (
     PurgeStep,
     StageStart,
 )
+from tenure.storage.migrate import Track
 from tenure.storage.rows import (
     Decoder,
     Row,
@@ -235,10 +236,11 @@ class SqliteStore(SqlStore):
 
     # -- schema ------------------------------------------------------------------------------
 
-    def migrate(self) -> list[int]:
-        """Apply missing migrations inside one BEGIN IMMEDIATE (the lock)."""
+    def migrate(self, only: Track | None = None) -> list[int]:
+        """Apply missing migrations (with `only`, one track's) inside one BEGIN IMMEDIATE (the
+        lock)."""
         with self._transaction() as tx:
-            return apply_migrations(tx)
+            return apply_migrations(tx, only)
 
     # -- jobs --------------------------------------------------------------------------------
 
