@@ -297,23 +297,6 @@ def test_a_hung_but_heartbeating_stage_is_stopped_by_its_timeout(
     never.set()
 
 
-def test_renewal_stops_at_max_lease_lifetime(make_app: Callable[[], tenure.App]) -> None:
-    """Past max_lease_lifetime the handler is told to stop and the attempt fails retryable."""
-    app = make_app()
-    reasons: list[str | None] = []
-
-    @app.job("endless", max_lease_lifetime=1.5, max_attempts=1, **FAST)
-    def endless(ctx: tenure.JobContext, payload: dict[str, Any]) -> None:
-        ctx.cancelled.wait(30)
-        reasons.append(ctx.cancel_reason)
-
-    job_id = app.submit("endless", {})
-    with tenure.Worker(app):
-        job = app.ledger.wait(job_id, 20)
-    assert reasons == ["max_lease_lifetime"]
-    assert (job.state, job.error) == (JobState.FAILED, {"code": "max_lease_lifetime"})
-
-
 def test_heartbeats_are_batched(make_app: Callable[[], tenure.App]) -> None:
     """Twelve running jobs are renewed in one statement per tick, not one per job."""
     app = make_app()

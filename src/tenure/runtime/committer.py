@@ -16,11 +16,11 @@ take turns on one lock).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import OwnershipUnknown, TenureError
 from tenure.ledger import Ledger
 from tenure.runtime.supervisor import Supervisor
@@ -81,9 +81,14 @@ class Committer:
     """`complete(lease, result)` from any thread; one statement per batch on its own thread."""
 
     def __init__(
-        self, ledger: Ledger, supervisor: Supervisor, claimer: Claimer | None = None
+        self,
+        ledger: Ledger,
+        supervisor: Supervisor,
+        claimer: Claimer | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._ledger = ledger
+        self._clock = clock
         self._supervisor = supervisor
         self._claimer = claimer
         self._pending: list[_Pending] = []
@@ -193,7 +198,7 @@ class Committer:
         outcomes = [(item.lease, item.result) for item in batch]
         spec: ClaimSpec | None = None
         leases: list[Lease] = []
-        sent_at = time.monotonic()
+        sent_at = self._clock.monotonic()
         try:
             if self._claimer is not None and not self._stopping:
                 spec = self._claimer.reserve_claim()

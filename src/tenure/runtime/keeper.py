@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import OwnershipUnknown, StoreUnavailable
 from tenure.labels import JobCounts
 from tenure.ledger import Ledger
@@ -49,8 +49,10 @@ class LeaseKeeper:
         supervisor: Supervisor,
         on_stage_timeout: Callable[[JobRun], None],
         on_lifetime: Callable[[JobRun], None],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._ledger = ledger
+        self._clock = clock
         self._supervisor = supervisor
         # Settle-pool tasks report their own crashes: a future would keep them silent.
         self._on_stage_timeout = supervisor.guard("settle", on_stage_timeout)
@@ -72,9 +74,9 @@ class LeaseKeeper:
         # The same counts of what happened to jobs, by (name, kind, sorted labels).
         self.by_job: Counter[tuple[str, str, tuple[tuple[str, str], ...]]] = Counter()
         self._summary: Counter[str] = Counter()
-        self._summary_since = time.monotonic()
+        self._summary_since = self._clock.monotonic()
         self._jobs_logged: Counter[str] = Counter()
-        self._jobs_since = time.monotonic()
+        self._jobs_since = self._clock.monotonic()
 
     def start(self) -> None:
         """Start both threads (idempotent)."""
@@ -125,7 +127,7 @@ class LeaseKeeper:
 
     def renew_now(self) -> None:
         """Renew at once (an effect wants a fresher confirmation)."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         for run in self._snapshot():
             run.next_renewal = min(run.next_renewal, now)
         self._renew_wake.set()
@@ -169,21 +171,21 @@ class LeaseKeeper:
                 self._watch_wake.clear()
 
     def _wait(self, renewer: bool, moments: list[float]) -> None:
-        until = time.monotonic() + _IDLE_SECONDS if not moments else min(moments)
+        until = self._clock.monotonic() + _IDLE_SECONDS if not moments else min(moments)
         with self._lock:
             if renewer:
                 self._renew_next = until
             else:
                 self._watch_next = until
         wake = self._renew_wake if renewer else self._watch_wake
-        wake.wait(max(0.0, until - time.monotonic()))
+        self._clock.wait(wake, max(0.0, until - self._clock.monotonic()))
 
     # -- renewer -----------------------------------------------------------------------------
 
     def _renew_loop(self) -> None:
         while not self._stop.is_set():
             self._looking(renewer=True)
-            now = time.monotonic()
+            now = self._clock.monotonic()
             runs = [run for run in self._snapshot() if run.renewing]
             due = [
                 run
@@ -196,7 +198,7 @@ class LeaseKeeper:
             self._wait(True, [run.next_renewal for run in runs])
 
     def _renew(self, due: list[JobRun]) -> None:
-        sent_at = time.monotonic()
+        sent_at = self._clock.monotonic()
         self.count("renewal_batches")
         try:
             result = self._ledger.extend_many([run.lease for run in due])
@@ -226,7 +228,7 @@ class LeaseKeeper:
     def _summarise(self, **counts: int) -> None:
         """Add to the renewal summary; log it at INFO once `_SUMMARY_SECONDS` have passed."""
         self._summary.update(counts)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._summary_since < _SUMMARY_SECONDS:
             return
         emit(
@@ -247,7 +249,7 @@ class LeaseKeeper:
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
             self._looking(renewer=False)
-            now = time.monotonic()
+            now = self._clock.monotonic()
             moments: list[float] = []
             for run in self._snapshot():
                 moments += self._enforce(run, now)

@@ -119,7 +119,7 @@ class Outcomes:
         run.log(
             logging.DEBUG,
             "job_ended",
-            duration_ms=round((time.monotonic() - run.started) * 1000, 1),
+            duration_ms=round((run.clock.monotonic() - run.started) * 1000, 1),
         )
         self._ended(run)
 
@@ -181,7 +181,7 @@ class Outcomes:
 
     def _attempt(self, run: JobRun, action: Write, write: Callable[[JobRun], Any]) -> None:
         """Write an outcome; retry while the database is away, for up to a lease length."""
-        deadline = time.monotonic() + run.job_class.lease
+        deadline = run.clock.monotonic() + run.job_class.lease
         while True:
             try:
                 outcome = write(run)
@@ -192,7 +192,7 @@ class Outcomes:
                 run.cancel(self._ledger.lost_reason(run.lease.job_id))
                 return
             except OwnershipUnknown:
-                if time.monotonic() > deadline or self._hurry.is_set():
+                if run.clock.monotonic() > deadline or self._hurry.is_set():
                     run.log(logging.WARNING, "outcome_unwritten", action=action)
                     return
                 time.sleep(0.1)

@@ -6,7 +6,6 @@ import contextlib
 import logging
 import sysconfig
 import threading
-import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from tenure.app import JobClass
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StoreUnavailable
 from tenure.ledger import Ledger
 from tenure.logs import emit
@@ -66,15 +66,21 @@ class Write(StrEnum):
 class JobRun:
     """The state of one claimed job that the runner, the lease keeper and the worker share.
 
-    Local deadlines use `time.monotonic()`; `confirmed_until` is a conservative local bound on
-    the lease: the monotonic time at which the last confirming request was *sent*, plus the
-    lease length (the database's lease started no earlier than that).
+    Local deadlines use the worker's `clock` (monotonic); `confirmed_until` is a conservative
+    local bound on the lease: the clock's time at which the last confirming request was *sent*,
+    plus the lease length (the database's lease started no earlier than that).
     """
 
     def __init__(
-        self, lease: Lease, job_class: JobClass, sent_at: float, rules: EvidenceRules = NO_RULES
+        self,
+        lease: Lease,
+        job_class: JobClass,
+        sent_at: float,
+        rules: EvidenceRules = NO_RULES,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.lease = lease
+        self.clock = clock
         self.job_class = job_class
         self.rules = rules  # the app's retrievers and narrowing function
         # Its class's fixed labels and its submit's: what its metrics and spans are broken
@@ -213,14 +219,14 @@ class JobRun:
 
     def margin_left(self) -> float:
         """Seconds of lease this worker can still count on, by its own monotonic clock."""
-        return self.confirmed_until - time.monotonic()
+        return self.confirmed_until - self.clock.monotonic()
 
     def wait_for_margin(self, margin: float, timeout: float) -> bool:
         """Wait until at least `margin` seconds of lease are confirmed, or `timeout` passes."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         with self._lock:
-            while self.confirmed_until - time.monotonic() < margin:
-                remaining = deadline - time.monotonic()
+            while self.confirmed_until - self.clock.monotonic() < margin:
+                remaining = deadline - self.clock.monotonic()
                 if remaining <= 0 or self.cancelled.is_set():
                     return False
                 self._confirmed.wait(remaining)
@@ -232,7 +238,7 @@ class JobRun:
         self.stage_name = name
         self.stage_is_effect = is_effect
         if not self.cancelled.is_set():
-            self.stage_deadline = None if timeout is None else time.monotonic() + timeout
+            self.stage_deadline = None if timeout is None else self.clock.monotonic() + timeout
 
 
 def _call_quietly(callback: Callable[[], None], run: JobRun) -> None:

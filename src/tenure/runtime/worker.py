@@ -32,6 +32,7 @@ from types import FrameType, TracebackType
 
 from tenure import tracing
 from tenure.app import App
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import JobCancelled, StoreUnavailable, TenureError
 from tenure.ledger import Ledger, pinned_variants
 from tenure.logs import emit
@@ -83,6 +84,11 @@ class Worker:
     `with Worker(app) as worker:` runs it on background threads (for embedding and tests).
     SIGTERM or SIGINT (when `run()` is on the main thread) stop claiming, give running handlers
     `grace` seconds, then release the leases of those still running; a second stops at once.
+
+    `clock` (default: the system's monotonic clock) times the runs' local deadlines: renewals,
+    the conservative lease deadline, stage timeouts, `max_lease_lifetime`. A test can pass a
+    `tenure.testing.clock.FakeClock` and move it; the database's clock still decides every
+    lease, and the worker's own waits (`grace`, polling) stay on real time.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class Worker:
         grace: float = 30.0,
         kinds: list[str] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if not app.job_classes:
             raise TenureError("the app has no job classes: register handlers with @app.job")
@@ -105,6 +112,7 @@ class Worker:
         if unknown:
             raise TenureError(f"no job class for kinds {sorted(unknown)}")
         self.app = app
+        self.clock = clock
         self.concurrency = concurrency
         self.worker_id = worker_id or new_worker_id()
         self.poll_interval = poll_interval
@@ -151,10 +159,11 @@ class Worker:
             supervisor=self._supervisor,
             on_stage_timeout=self._stage_timed_out,
             on_lifetime=self._lifetime_reached,
+            clock=self.clock,
         )
         # With one lease length among its kinds, the committer's statements claim as well.
         claimer = self if len(self._lease_groups()) == 1 else None
-        committer = Committer(ledger, self._supervisor, claimer)
+        committer = Committer(ledger, self._supervisor, claimer, self.clock)
         loop = None
         if any(self.app.job_classes[k].is_async for k in self.kinds):
             loop = asyncio.new_event_loop()
@@ -341,7 +350,7 @@ class Worker:
     def claimed(self, spec: ClaimSpec, leases: list[Lease], sent_at: float) -> None:
         """Start what the committer's statement claimed; free the rest of the reservation."""
         if leases:
-            self.claim_latency.observe(time.monotonic() - sent_at)
+            self.claim_latency.observe(self.clock.monotonic() - sent_at)
         for lease in leases:
             self._start(lease, sent_at)
         self._unreserve(spec.limit)
@@ -426,7 +435,7 @@ class Worker:
             if not granted:
                 break
             try:
-                sent_at = time.monotonic()
+                sent_at = self.clock.monotonic()
                 leases = self._ledger().claim_many(
                     self.worker_id,
                     limit=granted,
@@ -435,7 +444,7 @@ class Worker:
                     kind_limits=self._kind_limits,
                     variants=self.variants,
                 )
-                self.claim_latency.observe(time.monotonic() - sent_at)
+                self.claim_latency.observe(self.clock.monotonic() - sent_at)
                 for lease in leases:
                     self._start(lease, sent_at)
             finally:
@@ -445,7 +454,7 @@ class Worker:
 
     def _start(self, lease: Lease, sent_at: float) -> None:
         rules = EvidenceRules(self.app.retrievers, self.app.narrowing)
-        run = JobRun(lease, self.app.job_classes[lease.kind], sent_at, rules)
+        run = JobRun(lease, self.app.job_classes[lease.kind], sent_at, rules, self.clock)
         with self._runs_lock:
             self._runs[lease.job_id] = run
         keeper = self._state().keeper
@@ -483,7 +492,7 @@ class Worker:
                 run.log(
                     logging.DEBUG,
                     "job_ended",
-                    duration_ms=round((time.monotonic() - run.started) * 1000, 1),
+                    duration_ms=round((self.clock.monotonic() - run.started) * 1000, 1),
                 )
                 self._ended(run)
 
