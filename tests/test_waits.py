@@ -421,6 +421,41 @@ def test_replay_of_a_run_that_waited_spawns_and_waits_for_nothing(
     assert len(ledger.children(job_id)) == 1
 
 
+def test_an_async_handler_waits_spawns_and_sleeps_and_its_replay_too(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    """The async twins (`await_for`, `aspawn`, `await_job`, `asleep`) suspend and resume as the
+    blocking calls do, and a replay substitutes them the same way."""
+    from tenure.replay import replay
+
+    app = make_app()
+
+    @app.job("leaf", **FAST)
+    def leaf(ctx: tenure.JobContext, payload: Any) -> Any:
+        return payload * 3
+
+    @app.job("atree", spawns=["leaf"], **FAST)
+    async def atree(ctx: tenure.JobContext, payload: Any) -> Any:
+        go = await ctx.await_for("go")
+        child = await ctx.aspawn("leaf", go)
+        value = await ctx.await_job(child)
+        await ctx.asleep(0.1)
+        return {"value": value}
+
+    ledger = app.ledger
+    job_id = ledger.submit("atree", {})
+    ledger.signal(job_id, "go", 7)
+    with tenure.Worker(app, concurrency=2, poll_interval=0.05):
+        assert ended(ledger, job_id).result == {"value": 21}
+    report = replay(ledger, job_id, app)
+    assert (report.differences, report.replayed_result, report.error) == (0, {"value": 21}, None)
+    assert [stage.kind for stage in report.stages] == ["wait", "step", "wait", "wait"]
+    assert len(ledger.children(job_id)) == 1
+    types = [event.type.value for event in ledger.events(job_id)]
+    # The sleep always suspends (the child may have ended before its wait began).
+    assert types.count("job_waiting") >= 1
+
+
 def test_suspending_spends_no_attempt_but_max_attempts_still_bounds_failures(
     make_app: Callable[[], tenure.App],
 ) -> None:

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from tenure.app import App
+from tenure.awaitable import at_once
 from tenure.errors import InvalidArgument
 from tenure.evidence import DocumentRef
 from tenure.ledger import Ledger
@@ -114,9 +115,7 @@ class ReplayContext:
         found = [e.ref for e in self._evidence if e.retriever == name]
         return [ref for ref in found if isinstance(ref, DocumentRef)][:limit]
 
-    async def aretrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
-        """`retrieve` for async handlers."""
-        return self.retrieve(name, query, limit)
+    aretrieve = at_once(retrieve)
 
     def recheck_evidence(self) -> None:
         """Nothing is rechecked during a replay."""
@@ -171,25 +170,10 @@ class ReplayContext:
         """Sleep not at all."""
         self._recorded_wait(self._names.sleep())
 
-    async def await_for(self, name: str, timeout: float | None = None, *, ask: Any = None) -> Any:
-        return self.wait_for(name, timeout)
-
-    async def aspawn(
-        self,
-        kind: str,
-        payload: Any,
-        *,
-        name: str | None = None,
-        priority: int | None = None,
-        principal: str | None = None,
-    ) -> Any:
-        return self.spawn(kind, payload, name=name, priority=priority, principal=principal)
-
-    async def await_job(self, job: str | list[str], timeout: float | None = None) -> Any:
-        return self.wait_job(job, timeout)
-
-    async def asleep(self, seconds: float) -> None:
-        self.sleep(seconds)
+    await_for = at_once(wait_for)
+    aspawn = at_once(spawn)
+    await_job = at_once(wait_job)
+    asleep = at_once(sleep)
 
     def _recorded_wait(self, name: str) -> WaitResult:
         outcome = self._substitute(name, self._next(), StageKind.WAIT, "not waited")

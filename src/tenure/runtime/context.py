@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure import tracing
 from tenure.asking import Ask
+from tenure.awaitable import on_a_thread
 from tenure.errors import (
     InvalidArgument,
     JobCancelled,
@@ -159,9 +160,7 @@ class JobContext:
             self._note(ref)
         return refs
 
-    async def aretrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
-        """`retrieve` for async handlers."""
-        return await asyncio.to_thread(self.retrieve, name, query, limit)
+    aretrieve = on_a_thread(retrieve)
 
     def note_evidence(self, reference: str) -> None:
         """Deprecated (use `evidence` with a typed reference): add a reference string to the
@@ -317,33 +316,10 @@ class JobContext:
             raise InvalidArgument("sleep needs a number of seconds")
         self._wait(self._names.sleep(), WaitFor.TIMER, length)
 
-    async def await_for(
-        self, name: str, timeout: float | None = None, *, ask: Ask | None = None
-    ) -> JSON:
-        """`wait_for` for async handlers."""
-        return await asyncio.to_thread(lambda: self.wait_for(name, timeout, ask=ask))
-
-    async def aspawn(
-        self,
-        kind: str,
-        payload: JSON,
-        *,
-        name: str | None = None,
-        priority: int | None = None,
-        principal: str | None = None,
-    ) -> str:
-        """`spawn` for async handlers."""
-        return await asyncio.to_thread(
-            self.spawn, kind, payload, name=name, priority=priority, principal=principal
-        )
-
-    async def await_job(self, job: str | list[str], timeout: float | None = None) -> JSON:
-        """`wait_job` for async handlers."""
-        return await asyncio.to_thread(self.wait_job, job, timeout)
-
-    async def asleep(self, seconds: float) -> None:
-        """`sleep` for async handlers."""
-        await asyncio.to_thread(self.sleep, seconds)
+    await_for = on_a_thread(wait_for)
+    aspawn = on_a_thread(spawn)
+    await_job = on_a_thread(wait_job)
+    asleep = on_a_thread(sleep)
 
     def _wait(
         self,
