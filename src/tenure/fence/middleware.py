@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from tenure.asgi import ASGIApp, Message, Receive, Scope, Send, send_json
 from tenure.errors import StaleFence, TenureError, error_body
 from tenure.fence.guard import FenceGuard
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 FENCE, SCOPE, KEY = b"x-execution-fence", b"x-execution-scope", b"idempotency-key"
 TRACEPARENT = b"traceparent"
@@ -72,12 +65,12 @@ class FenceMiddleware:
         try:
             command = _fence_headers(scope)
         except ValueError as exc:
-            await _json(send, 400, error_body(BAD_HEADERS, str(exc)))
+            await send_json(send, 400, error_body(BAD_HEADERS, str(exc)))
             return
         if command is not None:
             await self._guarded(command, scope, receive, send)
         elif self.require and not self._exempt(scope):
-            await _json(
+            await send_json(
                 send,
                 428,
                 error_body(
@@ -105,11 +98,11 @@ class FenceMiddleware:
             )
         except StaleFence as exc:
             body = error_body(StaleFence.error_code, str(exc), scope=fence_scope, fence=fence)
-            await _json(send, StaleFence.http_status, body)
+            await send_json(send, StaleFence.http_status, body)
         except _NotStored as failed:
             await _replay(send, failed.response, replayed=False)
         except TenureError as exc:
-            await _json(send, 400, error_body(BAD_HEADERS, str(exc)))
+            await send_json(send, 400, error_body(BAD_HEADERS, str(exc)))
         else:
             await _replay(send, response, replayed=replayed)
 
@@ -165,19 +158,4 @@ async def _replay(send: Send, response: dict[str, Any], *, replayed: bool) -> No
     if replayed:
         headers.append((REPLAYED, b"true"))
     await send({"type": "http.response.start", "status": response["status"], "headers": headers})
-    await send({"type": "http.response.body", "body": data})
-
-
-async def _json(send: Send, status: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-            ],
-        }
-    )
     await send({"type": "http.response.body", "body": data})

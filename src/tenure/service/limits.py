@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tenure.asgi import send_json
+from tenure.errors import error_body
 
 _JSON_TYPES = ("application/json",)
 
@@ -17,19 +18,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, status, error_body(code, message), close=True)
 
 
 class RequestLimits:
