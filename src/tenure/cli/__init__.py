@@ -93,6 +93,34 @@ def _add_command(sub: Any, name: str, command: Command, help: str) -> argparse.A
     return parser
 
 
+def _add_standalone(
+    sub: Any,
+    name: str,
+    run: Standalone,
+    help: str,
+    description: str,
+    *,
+    listen: bool = False,
+    db_help: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand that runs `run` on its own (it opens what it needs); takes --db and --json,
+    and --listen-db with `listen`."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    _common(parser, top=False, db_help=db_help)
+    if listen:
+        _listen_db(parser)
+    parser.set_defaults(standalone=run)
+    return parser
+
+
+def _add_group(sub: Any, name: str, help: str, description: str) -> Any:
+    """A subcommand of actions (`tenure tenant create`, …): its subparsers. --db and --json go
+    before the action as well as after it."""
+    group = sub.add_parser(name, help=help, description=description)
+    _common(group, top=False)
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+
+
 def _version() -> str:
     """The installed package's version (its metadata), for `tenure --version`."""
     from importlib.metadata import PackageNotFoundError, version
@@ -175,18 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
     p.add_argument("--yes", action="store_true", help="confirm an age under a minute")
     _add_tenant_commands(sub)
-    add_rollout_commands(sub, _add_command, _common)
+    add_rollout_commands(_add_group, _add_command, sub)
     _add_process_commands(sub)
     return parser
 
 
 def _add_tenant_commands(sub: Any) -> None:
     """`tenant create|key|revoke|list|admin-key`: API keys for `tenure serve`."""
-    tenant = sub.add_parser(
-        "tenant", help="tenants and their API keys", description="Tenants and their API keys."
-    )
-    _common(tenant, top=False)  # `tenure tenant --json list` as well as `tenant list --json`
-    tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="ACTION")
+    tsub = _add_group(sub, "tenant", "tenants and their API keys", "Tenants and their API keys.")
 
     def add(name: str, command: Command, help: str) -> argparse.ArgumentParser:
         return _add_command(tsub, name, command, help)
@@ -204,28 +228,28 @@ def _add_tenant_commands(sub: Any) -> None:
     )
     p.add_argument("name")
     p.add_argument("limit", metavar="N")
-    p = tsub.add_parser(
+    _add_standalone(
+        tsub,
         "admin-key",
-        help="generate an admin key and the digest that configures tenure serve",
-        description="Print a new admin key and TENURE_ADMIN_KEY_SHA256=<digest>. The key is "
-        "not stored anywhere: tenure serve is configured with the digest alone.",
+        cmd_admin_key,
+        "generate an admin key and the digest that configures tenure serve",
+        "Print a new admin key and TENURE_ADMIN_KEY_SHA256=<digest>. The key is not stored "
+        "anywhere: tenure serve is configured with the digest alone.",
     )
-    _common(p, top=False)
-    p.set_defaults(standalone=cmd_admin_key)
 
 
 def _add_process_commands(sub: Any) -> None:
     """`worker`, `demo` and `chaos`: commands that run processes rather than one operation."""
     _add_worker_command(sub)
-    p = sub.add_parser(
+    p = _add_standalone(
+        sub,
         "serve",
-        help="run the HTTP API, dashboard, /readyz and /metrics",
-        description="Serve the HTTP API (/v1, OpenAPI at /openapi.json), the dashboard (/), "
-        "/healthz, /readyz and /metrics on uvicorn until SIGINT/SIGTERM.",
+        cmd_serve,
+        "run the HTTP API, dashboard, /readyz and /metrics",
+        "Serve the HTTP API (/v1, OpenAPI at /openapi.json), the dashboard (/), /healthz, "
+        "/readyz and /metrics on uvicorn until SIGINT/SIGTERM.",
+        listen=True,
     )
-    _common(p, top=False)
-    _listen_db(p)
-    p.set_defaults(standalone=cmd_serve)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8080)
     p.add_argument(
@@ -252,17 +276,17 @@ def _add_process_commands(sub: Any) -> None:
         "--metrics-by-tenant", action="store_true", help="add a tenant label to queue metrics"
     )
     _log_level(p)
-    p = sub.add_parser(
+    p = _add_standalone(
+        sub,
         "mcp",
-        help="serve an app's tool job classes to MCP clients (stdio or streamable HTTP)",
-        description="Each job class marked @app.job(..., tool=True) is an MCP tool: a call "
-        "submits a job, which `tenure worker` processes run, and answers with its result. "
-        "Clients that declare the tasks extension get the job as a durable task. Needs the "
-        "extra: pip install 'tenure[mcp]' (from a clone: pip install -e '.[mcp]').",
+        cmd_mcp,
+        "serve an app's tool job classes to MCP clients (stdio or streamable HTTP)",
+        "Each job class marked @app.job(..., tool=True) is an MCP tool: a call submits a job, "
+        "which `tenure worker` processes run, and answers with its result. Clients that "
+        "declare the tasks extension get the job as a durable task. Needs the extra: pip "
+        "install 'tenure[mcp]' (from a clone: pip install -e '.[mcp]').",
+        listen=True,
     )
-    _common(p, top=False)
-    _listen_db(p)
-    p.set_defaults(standalone=cmd_mcp)
     _app_target(p)
     p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
     p.add_argument("--host", default="127.0.0.1", help="streamable HTTP: address to bind")
@@ -286,32 +310,29 @@ def _add_process_commands(sub: Any) -> None:
         help="streamable HTTP: digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256)",
     )
     _log_level(p)
-    p = sub.add_parser(
+    p = _add_standalone(
+        sub,
         "demo",
-        help="play the seed's story: a stale worker's result rejected, its late effect refused",
-        description="Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary "
-        "SQLite database (or --db URL) and shows, for real, what tenure guarantees.",
-    )
-    _common(
-        p,
-        top=False,
-        db_help="database URL (default: a new SQLite file in a temporary "
-        "workspace, removed at the end)",
+        cmd_demo,
+        "play the seed's story: a stale worker's result rejected, its late effect refused",
+        "Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary SQLite "
+        "database (or --db URL) and shows, for real, what tenure guarantees.",
+        db_help="database URL (default: a new SQLite file in a temporary workspace, removed "
+        "at the end)",
     )
     p.add_argument(
         "--keep", action="store_true", help="keep the workspace (databases, worker logs)"
     )
-    p.set_defaults(standalone=cmd_demo)
-    p = sub.add_parser(
+    p = _add_standalone(
+        sub,
         "chaos",
-        help="run jobs through worker processes under random faults and check the guarantees",
-        description="Kill, pause, partition and skew worker processes (and restart the database "
-        "when the harness started it: --db embedded; or fail over a primary/standby pair it "
-        "starts: --faults failover,switchover) while jobs run; then count what must hold. "
-        "Exits 1 if a job was lost, an effect applied twice or a stale result accepted.",
+        cmd_chaos,
+        "run jobs through worker processes under random faults and check the guarantees",
+        "Kill, pause, partition and skew worker processes (and restart the database when the "
+        "harness started it: --db embedded; or fail over a primary/standby pair it starts: "
+        "--faults failover,switchover) while jobs run; then count what must hold. Exits 1 if "
+        "a job was lost, an effect applied twice or a stale result accepted.",
     )
-    _common(p, top=False)
-    p.set_defaults(standalone=cmd_chaos)
     p.add_argument("--jobs", type=int, default=200)
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=2, help="jobs at once per worker")
@@ -398,15 +419,15 @@ def _log_level(p: argparse.ArgumentParser) -> None:
 
 def _add_worker_command(sub: Any) -> None:
     """`tenure worker MODULE:APP`."""
-    p = sub.add_parser(
+    p = _add_standalone(
+        sub,
         "worker",
-        help="run the handlers of an app",
-        description="Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT "
-        "(a second signal skips the grace period).",
+        cmd_worker,
+        "run the handlers of an app",
+        "Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT (a second "
+        "signal skips the grace period).",
+        listen=True,
     )
-    _common(p, top=False)
-    _listen_db(p)
-    p.set_defaults(standalone=cmd_worker)
     _app_target(p)
     p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
     p.add_argument(

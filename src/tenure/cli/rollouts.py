@@ -22,15 +22,14 @@ def parse_variants(values: list[str] | None) -> dict[str, list[str]]:
     return found
 
 
-def add_rollout_commands(sub: Any, add_command: Any, common: Any) -> None:
-    rollout = sub.add_parser(
+def add_rollout_commands(add_group: Any, add_command: Any, sub: Any) -> None:
+    rsub = add_group(
+        sub,
         "rollout",
-        help="canary a variant of a kind, with a breaker",
-        description="Give a variant to a share of a kind's new jobs, compare it with stable, "
-        "and trip back to stable when failures or cost pass a threshold.",
+        "canary a variant of a kind, with a breaker",
+        "Give a variant to a share of a kind's new jobs, compare it with stable, and trip back "
+        "to stable when failures or cost pass a threshold.",
     )
-    common(rollout, top=False)
-    rsub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="ACTION")
     p = add_command(rsub, "start", cmd_rollout_start, "start a rollout of KIND to VARIANT")
     p.add_argument("kind")
     p.add_argument("variant")
