@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 
 from tenure.errors import InvalidArgument
@@ -76,15 +77,5 @@ class Retention(Part):
                 break
             after = batch.last_seq
         report.retrievals = self.store.purge_retrievals(age)
-        emit(
-            log,
-            logging.INFO,
-            "purged",
-            jobs=report.jobs,
-            events=report.events,
-            stages=report.stages,
-            effects=report.effects,
-            kept_for_keys=report.kept_for_keys,
-            retrievals=report.retrievals,
-        )
+        emit(log, logging.INFO, "purged", **asdict(report))
         return report
