@@ -20,12 +20,14 @@ from tenure.cli.common import (
     event_dict,
     job_dict,
     load_app,
+    print_rows,
     shown,
 )
 from tenure.evaluation import evaluate, golden_set, read_job_ids
+from tenure.evidence import Evidence
 from tenure.ledger import Ledger
 from tenure.replay import replay
-from tenure.types import JobState, PurgeReport
+from tenure.types import Event, JobState, PurgeReport
 from tenure.waits import describe_wait
 
 
@@ -118,53 +120,45 @@ def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
     jobs = ledger.list(
         state=args.state, kind=args.kind, tenant=args.tenant, limit=args.limit, after=args.after
     )
-    if args.json:
-        _print_json([job_dict(job) for job in jobs])
-        return EXIT_OK
-    print(f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  CREATED")
-    for job in jobs:
-        print(
+    return print_rows(
+        jobs,
+        args.json,
+        job_dict,
+        lambda job: (
             f"{job.id:36}  {shown(job.kind[:16]):16}  {job.state.value:9}  "
             f"{job.attempt:>2}/{job.max_attempts:<2}  {job.fencing_token:>5}  {job.step:>4}  "
             f"{_when(job.created_at)}"
-        )
-    return EXIT_OK
+        ),
+        heading=f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  "
+        "CREATED",
+    )
 
 
 def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
-    events = ledger.events(args.id)
-    if args.json:
-        _print_json([event_dict(event) for event in events])
-        return EXIT_OK
-    for event in events:
+    def line(event: Event) -> str:
         detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
         token = "-" if event.token is None else event.token
-        print(
-            shown(
-                f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
-                f"owner={event.owner_id or '-'}  {detail}"
-            )
+        return shown(
+            f"{event.seq:>6}  {_when(event.at)}  {event.type:20}  token={token}  "
+            f"owner={event.owner_id or '-'}  {detail}"
         )
-    return EXIT_OK
+
+    return print_rows(ledger.events(args.id), args.json, event_dict, line)
 
 
 def cmd_evidence(ledger: Ledger, args: argparse.Namespace) -> int:
-    found = ledger.evidence(args.id)
-    if args.json:
-        _print_json([record.to_dict() for record in found])
-        return EXIT_OK
-    if not found:
-        print("no evidence recorded")
-    for record in found:
+    def line(record: Evidence) -> str:
         fields = " ".join(f"{k}={v}" for k, v in asdict(record.ref).items() if v is not None)
         source = f"  retriever={record.retriever}" if record.retriever else ""
-        print(
-            shown(
-                f"{record.seq:>4}  {_when(record.at)}  {record.ref.type:8}  token={record.token}"
-                f"{source}  {fields}"
-            )
+        return shown(
+            f"{record.seq:>4}  {_when(record.at)}  {record.ref.type:8}  token={record.token}"
+            f"{source}  {fields}"
         )
-    return EXIT_OK
+
+    found = ledger.evidence(args.id)
+    return print_rows(
+        found, args.json, lambda record: record.to_dict(), line, empty="no evidence recorded"
+    )
 
 
 def cmd_cancel(ledger: Ledger, args: argparse.Namespace) -> int:

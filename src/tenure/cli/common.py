@@ -8,15 +8,17 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from tenure.app import App
 from tenure.errors import TenureError
 from tenure.types import Event, Job
+
+T = TypeVar("T")
 
 DEFAULT_DB = "sqlite:///tenure.db"
 
@@ -51,6 +53,29 @@ def event_dict(event: Event) -> dict[str, Any]:
 
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def print_rows(
+    rows: Sequence[T],
+    as_json: bool,
+    to_dict: Callable[[T], Any],
+    line: Callable[[T], str],
+    *,
+    heading: str | None = None,
+    empty: str | None = None,
+) -> int:
+    """A list command's answer: the rows as a JSON array, or a line each (under `heading`;
+    `empty` when there are none)."""
+    if as_json:
+        _print_json([to_dict(row) for row in rows])
+        return EXIT_OK
+    if heading is not None:
+        print(heading)
+    if not rows and empty is not None:
+        print(empty)
+    for row in rows:
+        print(line(row))
+    return EXIT_OK
 
 
 def _when(value: datetime | None) -> str:

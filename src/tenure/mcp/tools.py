@@ -8,14 +8,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from mcp_types import CallToolResult, ContentBlock, TextContent, Tool
 from pydantic import TypeAdapter, ValidationError
 
 from tenure.app import App
-from tenure.errors import InvalidJobClass
-from tenure.integrations.arguments import argument_problems
+from tenure.errors import InvalidArgument, InvalidJobClass
+from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.integrations.jobcalls import ended_message, result_text
 from tenure.types import JSON, Job, JobState
 from tenure.waits import describe_wait
@@ -70,19 +68,16 @@ def job_tools(app: App) -> dict[str, JobTool]:
                 f"_ - . and not one of {', '.join(sorted(OWN_TOOLS))}"
             )
         schema = job_class.input_schema or {}
-        checker = validators.validator_for(schema)
         try:
-            checker.check_schema(schema)
-        except schema_errors.SchemaError as exc:
-            raise InvalidJobClass(
-                f"job class {kind!r}: input_schema is not a JSON Schema: {exc.message}"
-            ) from None
+            validator = schema_validator(schema, f"job class {kind!r}")
+        except InvalidArgument as exc:
+            raise InvalidJobClass(str(exc)) from None
         tools[kind] = JobTool(
             kind=kind,
             description=job_class.description or "",
             input_schema=schema,
             max_attempts=job_class.max_attempts,
-            validator=checker(schema),
+            validator=validator,
             output_schema=job_class.output_schema,
             task_support=job_class.task_support,
             returns_content=job_class.returns_content,
@@ -143,7 +138,7 @@ OWN_TOOLS: dict[str, Tool] = {
     )
 }
 _OWN_VALIDATORS = {
-    name: validators.validator_for(tool.input_schema)(tool.input_schema)
+    name: schema_validator(dict(tool.input_schema), f"tool {name!r}")
     for name, tool in OWN_TOOLS.items()
 }
 
