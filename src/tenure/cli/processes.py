@@ -4,6 +4,7 @@ key (no ledger needed)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -160,20 +161,6 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         raise UsageError("--jobs, --workers and --duration must be positive, --parents >= 0")
     if not 0 < args.submit_rate <= 10_000:
         raise UsageError("--submit-rate must be above 0 and at most 10000 per second")
-    options = Options(
-        db=args.db,
-        jobs=args.jobs,
-        workers=args.workers,
-        concurrency=args.concurrency,
-        duration=args.duration,
-        faults=faults,
-        fault_every=args.fault_every,
-        lease=args.lease,
-        seed=args.seed,
-        report=args.report,
-        drain_timeout=args.drain_timeout,
-        parents=args.parents,
-        replication=args.replication,
-        submit_rate=args.submit_rate,
-    )
-    return Harness(options).run()
+    # Every option is the flag of its name (--drain-timeout: drain_timeout), faults parsed.
+    given = {field.name: getattr(args, field.name) for field in dataclasses.fields(Options)}
+    return Harness(Options(**{**given, "faults": faults})).run()
