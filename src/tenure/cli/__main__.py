@@ -6,4 +6,5 @@ import sys
 
 from tenure.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported by a documentation tool, it runs nothing
+    sys.exit(main())

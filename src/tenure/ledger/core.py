@@ -4,7 +4,7 @@ back while the database is away (written when it answers again)."""
 from __future__ import annotations
 
 import contextlib
-import functools
+import inspect
 import json
 import logging
 import random
@@ -36,10 +36,16 @@ def forward(
     """A `Ledger` method that is the `method` of its part named `part` (signature, docstring
     and types kept: mypy checks calls through it as calls of the part's own method)."""
 
-    @functools.wraps(method)
     def forwarded(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(getattr(self, part), *args, **kwargs)
 
+    # The Ledger's own method to readers (help(), the API reference): the part's name,
+    # docstring and signature, under the Ledger.
+    forwarded.__name__ = method.__name__
+    forwarded.__doc__ = method.__doc__
+    forwarded.__module__ = "tenure.ledger"
+    forwarded.__qualname__ = f"Ledger.{method.__name__}"
+    setattr(forwarded, "__signature__", inspect.signature(method))  # noqa: B010
     return forwarded
 
 
