@@ -390,10 +390,13 @@ def test_waiting_jobs_are_counted_by_state(ledger: tenure.Ledger) -> None:
     assert ledger.claim("w", kinds=["k"], lease_seconds=30) is None
 
 
+@pytest.mark.parametrize("style", ["blocking", "async"])
 def test_replay_of_a_run_that_waited_spawns_and_waits_for_nothing(
-    make_app: Callable[[], tenure.App],
+    make_app: Callable[[], tenure.App], style: str
 ) -> None:
-    """`tenure replay` substitutes recorded spawns and waits: same result, no new child."""
+    """`tenure replay` substitutes recorded spawns and waits: same result, no new child. An
+    async handler's twins (`await_for`, `aspawn`, `await_job`, `asleep`) suspend, resume and
+    replay as the blocking calls do."""
     from tenure.replay import replay
 
     app = make_app()
@@ -402,7 +405,6 @@ def test_replay_of_a_run_that_waited_spawns_and_waits_for_nothing(
     def leaf(ctx: tenure.JobContext, payload: Any) -> Any:
         return payload * 3
 
-    @app.job("tree", spawns=["leaf"], **FAST)
     def tree(ctx: tenure.JobContext, payload: Any) -> Any:
         go = ctx.wait_for("go")
         child = ctx.spawn("leaf", go)
@@ -410,31 +412,6 @@ def test_replay_of_a_run_that_waited_spawns_and_waits_for_nothing(
         ctx.sleep(0.1)
         return {"value": value}
 
-    ledger = app.ledger
-    job_id = ledger.submit("tree", {})
-    ledger.signal(job_id, "go", 7)
-    with tenure.Worker(app, concurrency=2, poll_interval=0.05):
-        assert ended(ledger, job_id).result == {"value": 21}
-    report = replay(ledger, job_id, app)
-    assert (report.differences, report.replayed_result, report.error) == (0, {"value": 21}, None)
-    assert [stage.kind for stage in report.stages] == ["wait", "step", "wait", "wait"]
-    assert len(ledger.children(job_id)) == 1
-
-
-def test_an_async_handler_waits_spawns_and_sleeps_and_its_replay_too(
-    make_app: Callable[[], tenure.App],
-) -> None:
-    """The async twins (`await_for`, `aspawn`, `await_job`, `asleep`) suspend and resume as the
-    blocking calls do, and a replay substitutes them the same way."""
-    from tenure.replay import replay
-
-    app = make_app()
-
-    @app.job("leaf", **FAST)
-    def leaf(ctx: tenure.JobContext, payload: Any) -> Any:
-        return payload * 3
-
-    @app.job("atree", spawns=["leaf"], **FAST)
     async def atree(ctx: tenure.JobContext, payload: Any) -> Any:
         go = await ctx.await_for("go")
         child = await ctx.aspawn("leaf", go)
@@ -442,8 +419,9 @@ def test_an_async_handler_waits_spawns_and_sleeps_and_its_replay_too(
         await ctx.asleep(0.1)
         return {"value": value}
 
+    app.job("tree", spawns=["leaf"], **FAST)(tree if style == "blocking" else atree)
     ledger = app.ledger
-    job_id = ledger.submit("atree", {})
+    job_id = ledger.submit("tree", {})
     ledger.signal(job_id, "go", 7)
     with tenure.Worker(app, concurrency=2, poll_interval=0.05):
         assert ended(ledger, job_id).result == {"value": 21}
