@@ -152,6 +152,11 @@ def _metrics() -> str:
     return "\n".join(out) + "\n"
 
 
+def _alerts() -> str:
+    rules = (ROOT / "docs" / "alerts.yml").read_text(encoding="utf-8")
+    return f"```yaml\n{rules.rstrip()}\n```\n"
+
+
 def _changelog() -> str:
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     return text.split("\n", 1)[1]  # the page has its own title
@@ -165,6 +170,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "errors": _errors,
     "metrics": _metrics,
     "changelog": _changelog,
+    "alerts": _alerts,
 }
 
 
