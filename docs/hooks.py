@@ -59,12 +59,13 @@ def _openapi() -> dict[str, Any]:
     import tenure
     from tenure.service.app import create_app
 
-    with tempfile.TemporaryDirectory() as folder:
-        with tenure.connect(f"sqlite:///{folder}/docs.db") as ledger:
-            app = create_app(ledger)
-            fastapi_app: Any = app.app  # type: ignore[attr-defined]
-            schema: dict[str, Any] = fastapi_app.openapi()
-            return schema
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        tenure.connect(f"sqlite:///{folder}/docs.db") as ledger,
+    ):
+        fastapi_app: Any = getattr(create_app(ledger), "app")  # noqa: B009 (RequestLimits wraps it)
+        schema: dict[str, Any] = fastapi_app.openapi()
+        return schema
 
 
 def _http() -> str:
@@ -103,7 +104,7 @@ def _events() -> str:
 
 
 def _error_classes() -> Iterator[type]:
-    import tenure.errors as errors
+    from tenure import errors
 
     for _, value in inspect.getmembers(errors, inspect.isclass):
         if issubclass(value, errors.TenureError) and value.__module__ == errors.__name__:
@@ -120,9 +121,7 @@ def _errors() -> str:
         code = getattr(cls, "error_code", "")
         status = getattr(cls, "http_status", "")
         doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
-        out.append(
-            f"| `tenure.{cls.__name__}` | `{base}` | `{code}` | {status} | {_cell(doc)} |"
-        )
+        out.append(f"| `tenure.{cls.__name__}` | `{base}` | `{code}` | {status} | {_cell(doc)} |")
     return "\n".join(out) + "\n"
 
 
@@ -132,20 +131,25 @@ def _metrics() -> str:
     from tenure.service.metrics import DatabaseCollector, WorkerCollector
 
     class _Idle:
-        worker_id = "w"
-        claim_latency = LatencyHistogram()
-        stats: dict[str, int] = {}
-        running = 0
-        job_counts: dict[Any, int] = {}
-        class_labels: dict[str, dict[str, str]] = {}
+        """A worker that ran nothing: its collector's families, without samples."""
+
+        def __init__(self) -> None:
+            self.worker_id = "w"
+            self.claim_latency = LatencyHistogram()
+            self.stats: dict[str, int] = {}
+            self.running = 0
+            self.job_counts: dict[Any, int] = {}
+            self.class_labels: dict[str, dict[str, str]] = {}
 
     rows: list[tuple[str, str, str, str]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        with tenure.connect(f"sqlite:///{folder}/docs.db") as ledger:
-            ledger.submit("example", {})
-            for family in DatabaseCollector(ledger).collect():
-                rows.append(("`tenure serve`", family.name, family.type, family.documentation))
-    for family in WorkerCollector(_Idle()).collect():  # type: ignore[arg-type]
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        tenure.connect(f"sqlite:///{folder}/docs.db") as ledger,
+    ):
+        ledger.submit("example", {})
+        for family in DatabaseCollector(ledger).collect():
+            rows.append(("`tenure serve`", family.name, family.type, family.documentation))
+    for family in WorkerCollector(_Idle()).collect():
         rows.append(("`tenure worker`", family.name, family.type, family.documentation))
     out = ["| from | metric | type | meaning |", "| --- | --- | --- | --- |"]
     out += [f"| {who} | `{name}` | {kind} | {_cell(doc)} |" for who, name, kind, doc in rows]
