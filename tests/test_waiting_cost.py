@@ -47,19 +47,6 @@ def _transactions(url: str) -> int:
     return int(row[0])
 
 
-def _no_autovacuum(url: str) -> None:
-    """The server's own maintenance of tenure's tables, in one transaction: an autovacuum or
-    autoanalyze worker's transactions count in `pg_stat_database` too, and one that happens to
-    visit the new tables during the wait (a loaded machine, a busy server) is not tenure's."""
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-        tables = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-            "AND tablename LIKE 'tenure%'"
-        ).fetchall()
-        for (table,) in tables:
-            conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = off)'.encode())
-
-
 def _sessions(server: PostgresServer) -> int:
     """This test's sessions still open (a session's counts are flushed when it ends)."""
     with psycopg.connect(server.url, autocommit=True) as conn:
@@ -79,7 +66,6 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
     and the process adds a sweep every 5 s. The bound is per waiter, not per second."""
     before = _transactions(database_url)
     with tenure.connect(database_url) as ledger:
-        _no_autovacuum(database_url)
         key = ledger.create_tenant("acme")
         jobs = [ledger.submit("held", {}, tenant="acme") for _ in range(WAITERS)]
         answers: list[JobState] = []
@@ -108,8 +94,8 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
     poll(lambda: _sessions(postgres_server) == 0, 30, "the test's sessions to end")
     spent = _transactions(database_url) - before
     # Per waiter: its job's submit, its first and last read; an HTTP waiter's key is looked
-    # up as well. Besides: opening the ledger (migrations checked, the tenant made, autovacuum
-    # turned off), the sweeps, and this test's own two reads of the counters.
+    # up as well. Besides: opening the ledger (migrations checked, the tenant made), the
+    # sweeps, and this test's own two reads of the counters.
     per_waiter = 3 * half + 4 * half
     setup = 30
     assert spent <= per_waiter + sweeps + setup, (spent, sweeps)
