@@ -96,8 +96,11 @@ def test_idle_waiters_cost_a_bounded_count_of_transactions_each(
     # Per waiter: its job's submit, its first and last read; an HTTP waiter's key is looked
     # up as well. Besides: opening the ledger (migrations checked, the tenant made), the
     # sweeps, and this test's own two reads of the counters.
+    # The setup measured 25-29 alone; in CI's full run on the embedded server, with the machine
+    # busy, the same test counted 32 and 34 (more pooled connections opened). One more read per
+    # waiter would add 40, and polling as tenure once did ~960: both still fail here.
     per_waiter = 3 * half + 4 * half
-    setup = 30
+    setup = 40
     assert spent <= per_waiter + sweeps + setup, (spent, sweeps)
     assert sweeps <= WAIT_SECONDS / 5 + 2, sweeps
 
