@@ -173,7 +173,36 @@ class TerminalJob(InvalidTransition, code="terminal_job", status=409):
 
 
 class StaleFence(TenureError, code="stale_fence", status=409):
-    """A receiver refused a command whose fencing token is below the highest it accepted."""
+    """A receiver refused a command whose fencing token is below the highest it accepted.
+
+    `highest` is the receiver's highest accepted token for the scope, when it said (a worker
+    whose own lease is still valid floors the job's token there, so its next claim is above).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        highest: int | None = None,
+        scope: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        super().__init__(message or self.error_code)
+        self.highest = highest
+        self.scope = scope
+        self.fence = fence
+
+
+class FenceConflict(StaleFence, code="fence_conflict", status=409):
+    """A receiver refused a command whose fencing token equals the highest it accepted, sent by
+    another claim (invariant 17): two holders of one token, which only a database that lost
+    part of its history can make. The first holder keeps the token; this one is refused."""
+
+
+class CommitUnconfirmed(StoreUnavailable, code="commit_unconfirmed"):
+    """The database committed locally but its wait for the synchronous standby was cancelled
+    (PostgreSQL's WARNING on commit): a failover now could lose the write. Not acknowledged;
+    retry it (a submit with an idempotency key is safe to retry)."""
 
 
 class ResumeRefused(TenureError, code="resume_refused"):

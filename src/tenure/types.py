@@ -73,6 +73,8 @@ class CancelReason(enum.StrEnum):
     LEASE_UNCONFIRMED = "lease_unconfirmed"
     OWNERSHIP_UNKNOWN = "ownership_unknown"
     SHUTDOWN = "shutdown"
+    JOB_MISSING = "job_missing"
+    """The held job is gone from the database (a failover or restore lost its row)."""
 
 
 @dataclass(frozen=True, slots=True)
