@@ -116,8 +116,11 @@ def test_tool_timeout(world: World) -> None:
     job = run(world, job_id)
     assert (job.state, job.attempt) == (JobState.SUCCEEDED, 2)
     assert world.replies == Counter({f"tool-job:{job_id}:reply": 1})
-    assert job.result["reply"] == {"sent": True, "fence": 1}
-    types = [e.type for e in world.app.ledger.events(job_id)]
+    events = world.app.ledger.events(job_id)
+    first_claim = next(e for e in events if e.type == "job_claimed")
+    assert job.result["reply"] == {"sent": True, "fence": first_claim.token}
+    assert job.fencing_token > first_claim.token
+    types = [e.type for e in events]
     assert "step_in_doubt" in types
 
 
@@ -157,7 +160,7 @@ def test_duplicate_claim(world: World) -> None:
     assert {job.state for job in jobs} == {JobState.SUCCEEDED}
     for job in jobs:
         claims = [e for e in world.app.ledger.events(job.id) if e.type == "job_claimed"]
-        assert len(claims) == 1 and job.fencing_token == 1
+        assert len(claims) == 1 and job.fencing_token == claims[0].token
     assert sorted(world.replies.values()) == [1] * 20
     # Which worker took how many is a matter of fairness (measured in bench/, not asserted):
     # on SQLite one fast worker may take all twenty. Every job was run by one of the two.
@@ -201,8 +204,8 @@ def test_injected_instruction_stays_data(world: World) -> None:
     assert world.leases == [1.0]
     assert world.replies == Counter({f"tool-job:{job_id}:reply": 1})
     assert job.payload == injected
-    claim = next(e for e in world.app.ledger.events(job_id) if e.type == "job_claimed")
-    assert claim.token == 1
+    claims = [e for e in world.app.ledger.events(job_id) if e.type == "job_claimed"]
+    assert len(claims) == 1 and claims[0].token != 999 and job.fencing_token == claims[0].token
 
 
 def test_the_ledger_refuses_to_take_a_lease_from_a_payload(

@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 import tenure
 from tenure import JobState
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
+from tests.support.tokens import micros
 from tests.support.waiting import until_db_time_passes
 
 LEASE_OPS = ["extend", "save_step", "complete", "fail_retry", "fail_final", "release"]
@@ -64,6 +65,7 @@ def make_machine(open_url: Callable[[], tuple[str, Callable[[], None]]]) -> type
 
         @rule()
         def claim(self) -> None:
+            floor = micros(self.ledger.now())
             lease = self.ledger.claim(f"w{next(owners)}", lease_seconds=600)
             expected = next((j for j in self.jobs if j.state is JobState.QUEUED), None)
             if expected is None:
@@ -71,13 +73,11 @@ def make_machine(open_url: Callable[[], tuple[str, Callable[[], None]]]) -> type
                 return
             assert lease is not None and lease.job_id == expected.id
             expected.state = JobState.RUNNING
-            expected.token += 1
+            # Invariant 16: above the job's token before, and at least the database clock.
+            assert lease.token > expected.token and lease.token >= floor
+            expected.token = lease.token
             expected.attempt += 1
-            assert (lease.token, lease.attempt, lease.step) == (
-                expected.token,
-                expected.attempt,
-                expected.step,
-            )
+            assert (lease.attempt, lease.step) == (expected.attempt, expected.step)
             self.leases.append(lease)
 
         @precondition(lambda self: self.leases)
@@ -129,7 +129,9 @@ def make_machine(open_url: Callable[[], tuple[str, Callable[[], None]]]) -> type
                 return
             self.ledger.cancel(job.id)
             job.state = JobState.CANCELLED
-            job.token += 1
+            bumped = self.ledger.get(job.id).fencing_token
+            assert bumped > job.token
+            job.token = bumped
 
         @precondition(lambda self: self.jobs)
         @rule(pick=st.integers(0, 10_000))

@@ -27,6 +27,7 @@ from tenure.testing.process import spawn_worker, wait_started
 from tests.support import traced
 from tests.support.processes import ROOT
 from tests.support.service import free_port
+from tests.support.tokens import claimed
 from tests.support.waiting import poll, until_db_time_passes
 
 pytestmark = pytest.mark.slow
@@ -134,7 +135,10 @@ def test_one_trace_from_the_submit_through_both_attempts_to_the_receiver(
         )  # fmt: skip
         first.send_signal(signal.SIGCONT)
         poll(
-            lambda: any(e.type == "heartbeat_lost" and e.token == 1 for e in ledger.events(job_id)),
+            lambda: any(
+                e.type == "heartbeat_lost" and e.token == claimed(ledger, job_id)[0]
+                for e in ledger.events(job_id)
+            ),
             30,
             "the first worker to find its lease lost",
         )

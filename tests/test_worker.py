@@ -21,6 +21,7 @@ from tenure import JobState
 from tenure.logs import configure_json_logging
 from tests.support.cli import tenure_cli
 from tests.support.timing import FAST
+from tests.support.tokens import claimed
 from tests.support.waiting import poll, until_db_time_passes
 
 
@@ -92,9 +93,10 @@ def test_recorded_steps_are_not_rerun_after_a_retry(make_app: Callable[[], tenur
     assert (job.state, job.result, job.attempt, job.step) == (JobState.SUCCEEDED, {"sum": 6}, 2, 2)
     assert runs == ["fetch", "summarise"]
     stages = app.ledger.stages(job_id)
+    first, second = claimed(app.ledger, job_id)
     assert [(s.name, s.status.value, s.token) for s in stages] == [
-        ("fetch", "done", 1),
-        ("summarise", "done", 2),
+        ("fetch", "done", first),
+        ("summarise", "done", second),
     ]
     assert "job_retry_scheduled" in events(app, job_id)
 
@@ -156,17 +158,19 @@ def test_effect_in_doubt_keeps_its_key_and_gets_the_new_fence(
     with tenure.Worker(app):
         job = app.ledger.wait(job_id, 15)
     assert job.state is JobState.SUCCEEDED
+    first, second = claimed(app.ledger, job_id)
     assert [(fx.key, fx.fence, fx.in_doubt) for fx in seen] == [
-        (f"tool-job:{job_id}:email", 1, False),
-        (f"tool-job:{job_id}:email", 2, True),
+        (f"tool-job:{job_id}:email", first, False),
+        (f"tool-job:{job_id}:email", second, True),
     ]
+    assert first < second and seen[0].claim != seen[1].claim
     types = events(app, job_id)
     assert types.count("tool_request_started") == 2 and "step_in_doubt" in types
     failed = next(e for e in app.ledger.events(job_id) if e.type == "job_retry_scheduled")
     assert failed.detail["code"] == "tool_outcome_unknown"
     unknown = next(e for e in app.ledger.events(job_id) if e.type == "tool_outcome_unknown")
     assert (unknown.token, unknown.detail["effect"], unknown.detail["cause"]) == (
-        1,
+        first,
         "email",
         "tool_error",
     )
@@ -191,7 +195,8 @@ def test_async_handler_runs_steps_and_effects(make_app: Callable[[], tenure.App]
     job_id = app.submit("browse", {})
     with tenure.Worker(app):
         job = app.ledger.wait(job_id, 10)
-    assert job.result == {"page": {"title": "t"}, "clicked": {"fence": 1}}
+    assert job.result == {"page": {"title": "t"}, "clicked": {"fence": job.fencing_token}}
+    assert claimed(app.ledger, job_id) == [job.fencing_token]
 
 
 # -- lease loss and cancellation ---------------------------------------------------------------
@@ -271,7 +276,8 @@ def test_a_blocked_handler_keeps_its_lease(
     with tenure.Worker(app, concurrency=2) as worker:
         job = app.ledger.wait(job_id, 20)
         assert worker.stats["heartbeats"] >= 8
-    assert (job.state, job.fencing_token, job.attempt) == (JobState.SUCCEEDED, 1, 1)
+    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
+    assert claimed(app.ledger, job_id) == [job.fencing_token]
     assert events(app, job_id).count("job_claimed") == 1
 
 
@@ -320,7 +326,7 @@ def test_heartbeats_are_batched(make_app: Callable[[], tenure.App]) -> None:
 def test_an_effect_is_refused_when_the_lease_cannot_be_confirmed(tmp_path: Path) -> None:
     """Invariant 8: with the database locked away until less than heartbeat + jitter of the
     lease is confirmed, attempt 1 may not start its effect; attempt 2, once the database is
-    back, sends it with its own fence. The tool only ever sees fence 2."""
+    back, sends it with its own fence. The tool only ever sees the second claim's fence."""
     url = f"sqlite:///{tmp_path / 't.db'}"
     app = tenure.App(url, timeout=0.2)
     reached, proceed, decided = threading.Event(), threading.Event(), threading.Event()
@@ -361,10 +367,11 @@ def test_an_effect_is_refused_when_the_lease_cannot_be_confirmed(tmp_path: Path)
         app.close()
     assert first["refused"] in {"OwnershipUnknown", "JobCancelled"}
     assert (job.state, job.result) == (JobState.SUCCEEDED, "charged")
-    assert tool_fences == [2]
     with tenure.connect(url) as ledger:
         started = [e.token for e in ledger.events(job_id) if e.type == "tool_request_started"]
-    assert started == [2]
+        second = claimed(ledger, job_id)[1]
+    assert tool_fences == [second]
+    assert started == [second]
 
 
 # -- graceful stop and logs --------------------------------------------------------------------

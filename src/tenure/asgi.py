@@ -14,11 +14,23 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def send_json(send: Send, status: int, payload: Any, *, close: bool = False) -> None:
-    """A whole response: `payload` as JSON with its length (and `Connection: close` when the
-    rest of the request body will not be read)."""
+async def send_json(
+    send: Send,
+    status: int,
+    payload: Any,
+    *,
+    close: bool = False,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """A whole response: `payload` as JSON with its length, `headers` added (and `Connection:
+    close` when the rest of the request body will not be read)."""
     data = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    length = str(len(data)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", length),
+        *(headers or []),
+    ]
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

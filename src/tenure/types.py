@@ -135,7 +135,10 @@ class Lease:
     """The right to act for one job, granted by one claim.
 
     `token` is the job's fencing token at the claim: every write for the job and every effect it
-    sends carries it, and a higher token always wins.
+    sends carries it, and a higher token always wins. It is at least the database clock in
+    microseconds at the claim, so it never repeats even where the database lost its recent
+    history (invariant 16). `claim` is this claim's identity, unique per claim, sent with the
+    token to receivers (`X-Execution-Claim`).
     """
 
     job_id: str
@@ -156,6 +159,9 @@ class Lease:
     labels: dict[str, str] | None = None
     traceparent: str | None = None
     principal: str | None = None
+    claim: str = ""
+    fresh: bool = False
+    """True when no claim or cancel of the job came before this one: nothing is recorded yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +261,9 @@ class Effect:
     job_id: str
     traceparent: str | None = None
     """The effect's span, for the receiver to continue the trace (None without tracing)."""
+    claim: str | None = None
+    """The identity of the claim that holds `fence` (`Lease.claim`): a receiver binds the
+    token it accepts to it and refuses a second holder of the same token."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import tenure
-from tenure.fence import headers
+from tenure.fence import headers, raise_for_refusal
 
 DIR = Path(os.environ.get("TENURE_DEMO_DIR", "."))
 BANK = os.environ.get("TENURE_DEMO_BANK", "http://127.0.0.1:0")
@@ -26,7 +26,8 @@ app = tenure.App()
 
 
 def bank_post(path: str, fx: tenure.Effect, body: dict[str, Any], key: str | None = None) -> Any:
-    """POST to the bank with the effect's key (or `key`), fence and scope; 409 is StaleFence."""
+    """POST to the bank with the effect's key (or `key`), fence, scope and claim; a refusal
+    is StaleFence (or FenceConflict), with the bank's highest token."""
     fenced = {**headers(fx), **({"Idempotency-Key": key} if key else {})}
     request = urllib.request.Request(  # noqa: S310 - the demo's own bank on loopback
         f"{BANK}{path}",
@@ -38,8 +39,7 @@ def bank_post(path: str, fx: tenure.Effect, body: dict[str, Any], key: str | Non
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        if exc.code == 409:
-            raise tenure.StaleFence(json.loads(exc.read()).get("detail", "stale fence")) from None
+        raise_for_refusal(exc.code, exc.read())
         raise
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tenure.errors import StaleFence, TenureError
+from tenure.errors import StaleFence, TenureError, error_body
 from tenure.fence import FenceGuard
 
 
@@ -35,7 +35,13 @@ class Bank:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(
-        self, path: str, scope: str, fence: int, key: str, body: dict[str, Any]
+        self,
+        path: str,
+        scope: str,
+        fence: int,
+        key: str,
+        body: dict[str, Any],
+        claim: str | None = None,
     ) -> tuple[int, Any]:
         def pay() -> dict[str, Any]:
             with self.lock:
@@ -56,13 +62,16 @@ class Bank:
 
         try:
             result, replayed = self.guard.apply_with_status(
-                scope, fence, key, reconcile if path.endswith("/reconcile") else pay
+                scope, fence, key, reconcile if path.endswith("/reconcile") else pay, claim=claim
             )
-        except StaleFence as exc:
+        except StaleFence as exc:  # FenceConflict too: a second holder of the token
             self.events.append(BankEvent(time.time(), "refused", path, fence, key, str(exc)))
-            return 409, {"error": "stale_fence", "detail": str(exc)}
+            answer = error_body(
+                exc.error_code, str(exc), scope=scope, fence=fence, highest=exc.highest
+            )
+            return exc.http_status, answer
         except TenureError as exc:
-            return 400, {"error": "bad_request", "detail": str(exc)}
+            return 400, error_body("bad_request", str(exc))
         if replayed:
             self.events.append(BankEvent(time.time(), "replayed", path, fence, key))
         return 201, result
@@ -86,9 +95,10 @@ class BankServer:
                         fence,
                         self.headers["Idempotency-Key"],
                         body,
+                        self.headers.get("X-Execution-Claim"),
                     )
                 except (TypeError, ValueError, KeyError) as exc:
-                    status, answer = 400, {"error": "bad_request", "detail": str(exc)}
+                    status, answer = 400, error_body("bad_request", str(exc))
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

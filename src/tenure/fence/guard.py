@@ -4,6 +4,7 @@ command from a stale owner (a fence below the highest accepted for its scope) is
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from tenure import tracing
-from tenure.errors import InvalidArgument, JobNotFound, StaleFence
+from tenure.errors import FenceConflict, InvalidArgument, JobNotFound, StaleFence
 from tenure.storage import FENCES, FenceStore, open_store
 from tenure.types import JSON, Job
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
@@ -20,11 +21,21 @@ from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, 
 DEFAULT_STALE_AFTER = 300.0
 
 
+class Action(enum.StrEnum):
+    """What a receiver does with one command."""
+
+    RUN = "run"
+    REPLAY = "replay"
+    WAIT = "wait"
+    STALE = "stale"  # a token below the highest accepted
+    CONFLICT = "conflict"  # the highest accepted token, sent by another claim
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What to do with one command: run it, replay a stored result, wait, or refuse it."""
 
-    action: str  # run | replay | wait | stale
+    action: Action
     result: JSON = None
     highest: int = 0
 
@@ -56,6 +67,13 @@ class FenceGuard:
     same command is replayed, not re-run); a new key whose `fence` is below the highest accepted
     for `scope` raises `StaleFence`. Check and record are one transaction; a concurrent call with
     a key in progress waits for the first and gets its result. If `fn` raises, nothing is stored.
+
+    `claim` (the sender's claim identity, `fx.claim`, sent as `X-Execution-Claim`) binds the
+    token a receiver accepts to the claim that holds it: the same token from another claim
+    raises `FenceConflict` (two holders of one token: only a database that lost part of its
+    history hands a token out twice). Without a claim, an equal token is accepted as before.
+    Every refusal carries the scope's highest accepted token (`exc.highest`): a worker floors
+    its job's token there, so the job's next claim is above it.
 
     `current_token(scope)`, for a receiver that can read the ledger (`ledger_tokens(ledger)`),
     is the job's token now: a new command below it is refused too, so a cancel (or a takeover)
@@ -100,12 +118,15 @@ class FenceGuard:
         key: str,
         fn: Callable[[], Any],
         *,
+        claim: str | None = None,
         traceparent: str | None = None,
     ) -> JSON:
         """Run `fn` once for `key` under `fence` in `scope`; see the class docstring. With
         tracing on, the decision is a span (`tenure.fence`) of the current trace, or of the
         sender's when its `traceparent` is given."""
-        return self.apply_with_status(scope, fence, key, fn, traceparent=traceparent)[0]
+        return self.apply_with_status(scope, fence, key, fn, claim=claim, traceparent=traceparent)[
+            0
+        ]
 
     def apply_with_status(
         self,
@@ -114,27 +135,25 @@ class FenceGuard:
         key: str,
         fn: Callable[[], Any],
         *,
+        claim: str | None = None,
         traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """Like `apply`, and say whether the result was replayed."""
-        self._check(scope, fence, key)
+        command = _Command.checked(scope, fence, key, claim)
         with tracing.fence_span(scope, fence, traceparent) as span:
             pause = 0.005
-            while True:
-                decision = self._decide(scope, fence, key)
-                if decision.action != "wait":
-                    break
+            while (decision := self._decide(command)).action is Action.WAIT:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.1)
-            if decision.action != "run":
-                return self._settled(decision, scope, fence, span)
+            if decision.action is not Action.RUN:
+                return _settled(decision, command, span)
             try:
                 result = fn()
             except BaseException:
                 self.store.fence_forget(scope, key, fence)
                 raise
             span.outcome("applied")
-            return self._store(scope, key, fence, result), False
+            return self._store(command, result), False
 
     async def aapply(
         self,
@@ -143,27 +162,27 @@ class FenceGuard:
         key: str,
         fn: Callable[[], Awaitable[Any]],
         *,
+        claim: str | None = None,
         traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """`apply_with_status` for async code: `fn` is awaited, database calls run in threads."""
-        self._check(scope, fence, key)
+        command = _Command.checked(scope, fence, key, claim)
         with tracing.fence_span(scope, fence, traceparent) as span:
             pause = 0.005
-            while True:
-                decision = await asyncio.to_thread(self._decide, scope, fence, key)
-                if decision.action != "wait":
-                    break
+            while (decision := await asyncio.to_thread(self._decide, command)).action is (
+                Action.WAIT
+            ):
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.1)
-            if decision.action != "run":
-                return self._settled(decision, scope, fence, span)
+            if decision.action is not Action.RUN:
+                return _settled(decision, command, span)
             try:
                 result = await fn()
             except BaseException:
                 await asyncio.to_thread(self.store.fence_forget, scope, key, fence)
                 raise
             span.outcome("applied")
-            return await asyncio.to_thread(self._store, scope, key, fence, result), False
+            return await asyncio.to_thread(self._store, command, result), False
 
     def lookup(self, key: str, scope: str | None = None) -> Recorded:
         """Did the command with `key` happen (in `scope`; keys are per scope)? `Recorded.ran`
@@ -177,46 +196,33 @@ class FenceGuard:
             return Recorded("running", fence=record.fence)
         return Recorded("done", record.result, record.fence)
 
-    def _check(self, scope: str, fence: int, key: str) -> None:
-        check_name(scope, "fence scope")
-        check_name(key, "idempotency key")
-        check_int(fence, "fence", 0, 2**63 - 1)
-
-    def _decide(self, scope: str, fence: int, key: str) -> Decision:
+    def _decide(self, command: _Command) -> Decision:
         """One transaction: read the scope's highest fence and the key, decide, record."""
+        scope, fence, claim = command.scope, command.fence, command.claim
         with self.store.fence_transaction() as tx:
-            highest = tx.highest(scope)
-            record = tx.get(scope, key)
+            high = tx.highest(scope)
+            highest, holder = high.fence, high.holder
+            record = tx.get(scope, command.key)
             if record is not None and record.status == "done":
-                tx.raise_highest(scope, fence)
-                return Decision("replay", record.result, highest)
+                tx.raise_highest(scope, fence, claim)
+                return Decision(Action.REPLAY, record.result, highest)
             if record is not None and record.age_seconds < self.stale_after:
-                return Decision("wait")
+                return Decision(Action.WAIT)
             # Only a new command asks the ledger: a replay or a wait needs no bar.
             known = 0 if self.current_token is None else self.current_token(scope)
             if known > highest:
-                tx.raise_highest(scope, known)
-                highest = known
+                tx.raise_highest(scope, known, None)
+                highest, holder = known, None
             if fence < highest:
-                return Decision("stale", highest=highest)
-            tx.begin(key, scope, fence)
-            tx.raise_highest(scope, fence)
-            return Decision("run", highest=max(highest, fence))
+                return Decision(Action.STALE, highest=highest)
+            if fence == highest and None not in (claim, holder) and claim != holder:
+                return Decision(Action.CONFLICT, highest=highest)
+            tx.begin(command.key, scope, fence)
+            tx.raise_highest(scope, fence, claim)
+            return Decision(Action.RUN, highest=max(highest, fence))
 
-    @staticmethod
-    def _settled(
-        decision: Decision, scope: str, fence: int, span: tracing.FenceSpan
-    ) -> tuple[JSON, bool]:
-        if decision.action == "stale":
-            span.stale(fence, decision.highest)
-            raise StaleFence(
-                f"fence {fence} for {scope!r} is below the highest accepted ({decision.highest}): "
-                "a newer owner has acted; this command is refused"
-            )
-        span.outcome("replayed")
-        return decision.result, True
-
-    def _store(self, scope: str, key: str, fence: int, result: Any) -> JSON:
+    def _store(self, command: _Command, result: Any) -> JSON:
+        scope, key, fence = command.scope, command.key, command.fence
         try:
             encoded = encode_json(result, "fenced result", self.max_result_bytes)
         except InvalidArgument:
@@ -224,6 +230,50 @@ class FenceGuard:
             raise
         self.store.fence_finish(scope, key, fence, encoded.text)
         return json.loads(encoded.text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    """One command a receiver judges: checked once where it enters."""
+
+    scope: str
+    fence: int
+    key: str
+    claim: str | None
+
+    @classmethod
+    def checked(cls, scope: str, fence: int, key: str, claim: str | None) -> _Command:
+        check_name(scope, "fence scope")
+        check_name(key, "idempotency key")
+        check_int(fence, "fence", 0, 2**63 - 1)
+        if claim is not None:
+            check_name(claim, "claim")
+        return cls(scope, fence, key, claim)
+
+
+def _settled(decision: Decision, command: _Command, span: tracing.FenceSpan) -> tuple[JSON, bool]:
+    """A command that does not run: refused (stale or a second holder), or replayed."""
+    scope, fence, highest = command.scope, command.fence, decision.highest
+    if decision.action is Action.STALE:
+        span.stale(fence, highest)
+        raise StaleFence(
+            f"fence {fence} for {scope!r} is below the highest accepted ({highest}): "
+            "a newer owner has acted; this command is refused",
+            highest=highest,
+            scope=scope,
+            fence=fence,
+        )
+    if decision.action is Action.CONFLICT:
+        span.stale(fence, highest)
+        raise FenceConflict(
+            f"fence {fence} for {scope!r} was accepted from another claim: two holders of "
+            "one token (a database that lost part of its history); this command is refused",
+            highest=highest,
+            scope=scope,
+            fence=fence,
+        )
+    span.outcome("replayed")
+    return decision.result, True
 
 
 class JobReader(Protocol):

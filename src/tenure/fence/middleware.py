@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import base64
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from tenure.asgi import ASGIApp, Message, Receive, Scope, Send, send_json
-from tenure.errors import StaleFence, TenureError, error_body
+from tenure.errors import StaleFence, StoreUnavailable, TenureError, error_body
 from tenure.fence.guard import FenceGuard
 
 FENCE, SCOPE, KEY = b"x-execution-fence", b"x-execution-scope", b"idempotency-key"
+CLAIM = b"x-execution-claim"
 TRACEPARENT = b"traceparent"
+# A fence is a plain decimal: no sign, no underscores, no spaces, no other digits than ASCII.
+_DIGITS = re.compile(rb"[0-9]{1,19}")
+# The guard's database did not answer: the sender should retry after this many seconds.
+RETRY_AFTER_SECONDS = 1
 REPLAYED = b"x-fence-replayed"
 BAD_HEADERS = "bad_fence_headers"
 
@@ -24,12 +31,17 @@ class _NotStored(Exception):
 
 
 class FenceMiddleware:
-    """Reads `X-Execution-Fence`, `X-Execution-Scope` and `Idempotency-Key`.
+    """Reads `X-Execution-Fence`, `X-Execution-Scope`, `Idempotency-Key` and, when the sender
+    has one, `X-Execution-Claim` (the claim that holds the fence).
 
     A stale fence gets 409 with the service's JSON error shape (`{"error": {"code":
-    "stale_fence", "message", "scope", "fence"}}`); a repeated key gets the stored status and body
-    (with `X-Fence-Replayed: true`); requests without the headers pass through, or get 428 when
-    `require=True`. A 5xx answer from the app is passed on and not stored, so a retry runs again.
+    "stale_fence", "message", "scope", "fence", "highest"}}`), a second holder of the highest
+    token 409 with code `fence_conflict`; `tenure.fence.raise_for_refusal` turns either back
+    into its exception. A repeated key gets the stored status and body (with
+    `X-Fence-Replayed: true`); requests without the headers pass through, or get 428 when
+    `require=True`. Malformed headers get 400 `bad_fence_headers`; the guard's database away
+    gets 503 `database_unavailable` with `Retry-After`. A 5xx answer from the app is passed on
+    and not stored, so a retry runs again.
 
     `exempt_methods` and `exempt_paths` name what `require=True` leaves alone: HTTP methods
     (reads, say `("GET", "HEAD")`) and path prefixes (say `("/healthz", "/docs")`); none by
@@ -82,10 +94,8 @@ class FenceMiddleware:
             await self.app(scope, receive, send)
 
     async def _guarded(
-        self, command: tuple[int, str, str], scope: Scope, receive: Receive, send: Send
+        self, command: _FencedRequest, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        fence, fence_scope, key = command
-
         async def run() -> dict[str, Any]:
             response = await _capture(self.app, scope, receive)
             if response["status"] >= 500:
@@ -94,29 +104,66 @@ class FenceMiddleware:
 
         try:
             response, replayed = await self.guard.aapply(
-                fence_scope, fence, key, run, traceparent=_traceparent(scope)
+                command.scope,
+                command.fence,
+                command.key,
+                run,
+                claim=command.claim,
+                traceparent=_traceparent(scope),
             )
-        except StaleFence as exc:
-            body = error_body(StaleFence.error_code, str(exc), scope=fence_scope, fence=fence)
-            await send_json(send, StaleFence.http_status, body)
+        except StaleFence as exc:  # FenceConflict too: each answers with its own code
+            body = error_body(
+                exc.error_code,
+                str(exc),
+                scope=command.scope,
+                fence=command.fence,
+                highest=exc.highest,
+            )
+            await send_json(send, exc.http_status, body)
         except _NotStored as failed:
             await _replay(send, failed.response, replayed=False)
+        except StoreUnavailable as exc:
+            body = error_body(StoreUnavailable.error_code, str(exc))
+            retry = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+            await send_json(send, StoreUnavailable.http_status, body, headers=retry)
         except TenureError as exc:
             await send_json(send, 400, error_body(BAD_HEADERS, str(exc)))
         else:
             await _replay(send, response, replayed=replayed)
 
 
-def _fence_headers(scope: Scope) -> tuple[int, str, str] | None:
-    """(fence, scope, key) from the request headers; None when none of them is there."""
-    headers = {name.lower(): value for name, value in scope.get("headers", [])}
+@dataclass(frozen=True, slots=True)
+class _FencedRequest:
+    """The fence headers of one request, parsed once."""
+
+    fence: int
+    scope: str
+    key: str
+    claim: str | None
+
+
+def _fence_headers(scope: Scope) -> _FencedRequest | None:
+    """The fence headers of the request; None when none of the three is there."""
+    headers: dict[bytes, bytes] = {}
+    for name, value in scope.get("headers", []):
+        lowered = bytes(name).lower()
+        if lowered in (FENCE, SCOPE, KEY, CLAIM) and lowered in headers:
+            raise ValueError(f"{lowered.decode()} is given twice")
+        headers[lowered] = bytes(value)
     present = [name for name in (FENCE, SCOPE, KEY) if name in headers]
     if not present:
+        if CLAIM in headers:
+            raise ValueError("X-Execution-Claim comes with the fence headers")
         return None
     if len(present) != 3:
         raise ValueError("X-Execution-Fence, X-Execution-Scope and Idempotency-Key go together")
+    if not _DIGITS.fullmatch(headers[FENCE]) or int(headers[FENCE]) > 2**63 - 1:
+        raise ValueError("X-Execution-Fence must be a whole number from 0 to 2^63 - 1 in digits")
     try:
-        return (int(headers[FENCE].decode()), headers[SCOPE].decode(), headers[KEY].decode())
+        claim = headers[CLAIM].decode() if CLAIM in headers else None
+        return _FencedRequest(
+            int(headers[FENCE]), headers[SCOPE].decode(), headers[KEY].decode(), claim
+        )
     except UnicodeDecodeError as exc:
         raise ValueError(f"fence headers must be text: {exc}") from exc
 

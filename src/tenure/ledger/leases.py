@@ -288,13 +288,19 @@ class Leases(Part):
         *,
         retryable: bool = True,
         retry_in: float | None = None,
+        token_floor: int | None = None,
     ) -> JobState:
         """Fail this attempt. Retryable with attempts left: queued again after an exponential,
         jittered backoff (or `retry_in` seconds). Otherwise the job ends `failed`.
 
+        `token_floor`, a receiver's highest accepted token for the job (`StaleFence.highest`),
+        puts the job's next claim above it: a receiver that saw a token this database forgot
+        (a lost history) must not keep refusing the job.
+
         Returns the job's new state.
         """
         check_lease(lease)
+        floor = 0 if token_floor is None else check_int(token_floor, "token_floor", 0, 2**63 - 1)
         if isinstance(error, str):
             error = {"code": "error", "message": error}
         encoded = encode_json(error, "error", self.core.max_payload_bytes)
@@ -306,16 +312,15 @@ class Leases(Part):
                 else backoff_delay(lease.attempt, self.core.backoff_base, self.core.backoff_cap)
             )
         code = error.get("code") if isinstance(error, dict) else None
+        floored = {"token_floor": floor} if floor else {}
         detail = event_detail(
             code=code if isinstance(code, str) else None,
             retryable=retryable,
             error_sha256=encoded.sha256,
+            **floored,
         )
-        state = self.guard(
-            lease,
-            "fail",
-            lambda: self.store.fail(lease, AttemptFailure(encoded.text, delay, detail)),
-        )
+        failure = AttemptFailure(encoded.text, delay, detail, floor)
+        state = self.guard(lease, "fail", lambda: self.store.fail(lease, failure))
         if state is None:
             self.lost(lease, "fail")
         if state is JobState.FAILED:

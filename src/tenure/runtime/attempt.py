@@ -38,8 +38,8 @@ def open_context(
             "the lease of its last allowed attempt expired",
             code="lease_expired",
         )
-    # Token 1 is the job's first claim ever: no stage can have been recorded yet.
-    stages = [] if lease.token == 1 else ledger.store.stages(lease.job_id)
+    # The job's first claim ever (no token before it): no stage can have been recorded yet.
+    stages = [] if lease.fresh else ledger.store.stages(lease.job_id)
     if not stages:
         return JobContext(run, ledger, keeper, [], checkpoints.new_envelope(lease, job_class))
     envelope = checkpoints.stored_envelope(lease, job_class, stages)

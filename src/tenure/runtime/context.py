@@ -369,7 +369,8 @@ class JobContext:
         """What the effect's function gets; called inside its span, whose trace it carries."""
         key = effect_key(self.job_id, plan.name)
         traceparent = tracing.effect_traceparent()
-        return Effect(plan.name, key, self.token, plan.in_doubt, self.job_id, traceparent)
+        claim = self._run.lease.claim
+        return Effect(plan.name, key, self.token, plan.in_doubt, self.job_id, traceparent, claim)
 
     def _span(self, plan: _Plan) -> AbstractContextManager[None]:
         """The stage's span (a child of the attempt's), current while it runs."""

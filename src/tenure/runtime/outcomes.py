@@ -22,6 +22,7 @@ from tenure.errors import (
     NonRetryable,
     OwnershipUnknown,
     ResumeRefused,
+    StaleFence,
     StoreUnavailable,
     ToolOutcomeUnknown,
 )
@@ -154,13 +155,33 @@ class Outcomes:
             self.fail(run, {"code": "ownership_unknown"}, retryable=True)
         elif isinstance(exc, LeaseLost):
             run.cancel(self._ledger.lost_reason(run.lease.job_id))
+        elif isinstance(exc, StaleFence):
+            self.refused(run, exc)
         else:
             run.log_frames(exc)
             self.fail(
                 run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
             )
 
-    def fail(self, run: JobRun, error: dict[str, Any], *, retryable: bool) -> None:
+    def refused(self, run: JobRun, exc: StaleFence) -> None:
+        """A receiver refused the run's effect. Where the receiver's highest token is at least
+        this run's, it saw this token (from another claim) or a higher one that the database
+        forgot: fail the attempt with the job's token floored there, so that its next claim is
+        above what the receiver accepted. A run whose lease is lost meets LeaseLost here."""
+        highest = exc.highest if exc.highest is not None else 0
+        floor = highest if highest >= run.lease.token else None
+        run.log(logging.WARNING, "effect_refused", code=exc.error_code, highest=highest)
+        error = {"code": exc.error_code, **({"highest": highest} if floor else {})}
+        self.fail(run, error, retryable=True, token_floor=floor)
+
+    def fail(
+        self,
+        run: JobRun,
+        error: dict[str, Any],
+        *,
+        retryable: bool,
+        token_floor: int | None = None,
+    ) -> None:
         """Fail the attempt (retried with backoff while the class allows more attempts)."""
         job_class = run.job_class
         retry_in = backoff_delay(run.lease.attempt, job_class.backoff, job_class.backoff_cap)
@@ -168,7 +189,9 @@ class Outcomes:
         retryable = retryable and run.lease.attempt < job_class.max_attempts
 
         def write(r: JobRun) -> JobState:
-            state = self._ledger.fail(r.lease, error, retryable=retryable, retry_in=retry_in)
+            state = self._ledger.fail(
+                r.lease, error, retryable=retryable, retry_in=retry_in, token_floor=token_floor
+            )
             r.log_failure(error, retried=state is JobState.QUEUED)
             return state
 

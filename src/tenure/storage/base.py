@@ -189,12 +189,14 @@ class StageStart:
 
 @dataclass(frozen=True, slots=True)
 class AttemptFailure:
-    """A failed attempt: its error document, the delay before a retry (None: no retry), and
-    the event's detail."""
+    """A failed attempt: its error document, the delay before a retry (None: no retry), the
+    event's detail, and a floor for the job's token (a receiver's highest: the next claim is
+    above it; 0 for none)."""
 
     error_json: str
     retry_delay: float | None
     detail_json: str
+    token_floor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +221,18 @@ class PurgeStep:
     keep_keys: float
 
 
+@dataclass(frozen=True, slots=True)
+class FenceHighest:
+    """A scope's highest accepted fence and the claim that sent it (None: not known)."""
+
+    fence: int
+    holder: str | None
+
+
 class FenceTx(Protocol):
     """The steps of one fence decision, inside a transaction holding the scope's lock."""
 
-    def highest(self, scope: str) -> int:
+    def highest(self, scope: str) -> FenceHighest:
         """Lock the scope (creating it at 0) and return its highest accepted fence."""
         ...
 
@@ -234,8 +244,9 @@ class FenceTx(Protocol):
         """Mark `key` as running under `fence`."""
         ...
 
-    def raise_highest(self, scope: str, fence: int) -> None:
-        """highest := max(highest, fence)."""
+    def raise_highest(self, scope: str, fence: int, holder: str | None) -> None:
+        """highest := max(highest, fence); the holder is `holder` when the fence is higher, and
+        bound to it when equal and none was known."""
         ...
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -150,6 +151,8 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
         principal=row["principal"],
+        claim=uuid.uuid4().hex,
+        fresh=row["was_token"] == 0,
     )
 
 

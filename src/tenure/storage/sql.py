@@ -23,6 +23,7 @@ from tenure.storage.base import (
     ApiKeyRecord,
     ClaimRequest,
     EventTotals,
+    FenceHighest,
     FenceRecord,
     KeyedJob,
     OverdueStages,
@@ -417,10 +418,11 @@ class SqlFenceTx:
         self._tx = tx
         self._decode = decode
 
-    def highest(self, scope: str) -> int:
+    def highest(self, scope: str) -> FenceHighest:
         """Lock the scope (creating it at 0) and return its highest accepted fence."""
         self._tx.rows("fence_highest__lock", {"scope": scope})
-        return int(self._tx.rows("fence_highest", {"scope": scope})[0]["highest"])
+        row = self._tx.rows("fence_highest", {"scope": scope})[0]
+        return FenceHighest(int(row["highest"]), row["holder"])
 
     def get(self, scope: str, key: str) -> FenceRecord | None:
         """The record of `key` in `scope`, locked."""
@@ -431,9 +433,10 @@ class SqlFenceTx:
         """Mark `key` as running under `fence`."""
         self._tx.rows("fence_begin", {"key": key, "scope": scope, "fence": fence})
 
-    def raise_highest(self, scope: str, fence: int) -> None:
-        """highest := max(highest, fence)."""
-        self._tx.rows("fence_raise_highest", {"scope": scope, "fence": fence})
+    def raise_highest(self, scope: str, fence: int, holder: str | None) -> None:
+        """highest := max(highest, fence), with its holder (see `FenceTx.raise_highest`)."""
+        params = {"scope": scope, "fence": fence, "holder": holder}
+        self._tx.rows("fence_raise_highest", params)
 
 
 def _dumps(value: Any) -> str:

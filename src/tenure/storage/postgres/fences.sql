@@ -12,7 +12,7 @@ WITH created AS (
 SELECT 1 AS ok;
 
 -- name: fence_highest
-SELECT highest FROM tenure_fence_scopes WHERE scope = %(scope)s FOR UPDATE;
+SELECT highest, holder FROM tenure_fence_scopes WHERE scope = %(scope)s FOR UPDATE;
 
 -- name: fence_get
 SELECT status, fence, result, EXTRACT(EPOCH FROM clock_timestamp() - started_at) AS age
@@ -28,8 +28,12 @@ SET fence = EXCLUDED.fence, status = 'running', result = NULL,
     started_at = EXCLUDED.started_at, finished_at = NULL;
 
 -- name: fence_raise_highest
+-- The holder changes with a higher token, and is bound where the highest had none.
 UPDATE tenure_fence_scopes
-SET highest = GREATEST(highest, %(fence)s), updated_at = clock_timestamp()
+SET highest = GREATEST(highest, %(fence)s), updated_at = clock_timestamp(),
+    holder = CASE WHEN %(fence)s > highest THEN %(holder)s::text
+                  WHEN %(fence)s = highest THEN COALESCE(holder, %(holder)s::text)
+                  ELSE holder END
 WHERE scope = %(scope)s;
 
 -- name: fence_finish

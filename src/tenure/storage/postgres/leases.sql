@@ -120,7 +120,8 @@ claimed AS (
     SET state = 'running', owner_id = %(owner_id)s,
         lease_until = clock.now + make_interval(secs => %(lease_seconds)s),
         heartbeat_at = clock.now,
-        -- Invariant 16: above every token of an earlier timeline (migration 0010).
+        -- Invariant 16: above every token handed out before, even one a lost history
+        -- forgot: the floor is the database clock in microseconds (migration 0013).
         fencing_token = GREATEST(j.fencing_token + 1, clock.token_floor + 1),
         attempt = j.attempt + 1, updated_at = clock.now
     FROM candidate, clock
@@ -159,11 +160,11 @@ logged AS (
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
        max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
-       variant, labels, traceparent, principal
+       variant, labels, traceparent, principal, was_token
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 
@@ -196,7 +197,10 @@ failed AS (
                          ELSE j.run_after END,
         owner_id = CASE WHEN %(retry_delay)s::float8 IS NOT NULL AND j.attempt < j.max_attempts
                         THEN NULL ELSE j.owner_id END,
-        lease_until = NULL, error = %(error)s::jsonb, updated_at = clock.now
+        lease_until = NULL, error = %(error)s::jsonb, updated_at = clock.now,
+        -- A receiver saw a higher token (or this one from another claim): the next claim is
+        -- above it.
+        fencing_token = GREATEST(j.fencing_token, %(token_floor)s::bigint)
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now

@@ -8,7 +8,7 @@ VALUES (:scope, 0, :now)
 ON CONFLICT (scope) DO NOTHING;
 
 -- name: fence_highest
-SELECT highest FROM tenure_fence_scopes WHERE scope = :scope;
+SELECT highest, holder FROM tenure_fence_scopes WHERE scope = :scope;
 
 -- name: fence_get
 SELECT status, fence, result, :now - started_at AS age
@@ -23,8 +23,12 @@ SET fence = excluded.fence, status = 'running', result = NULL,
     started_at = excluded.started_at, finished_at = NULL;
 
 -- name: fence_raise_highest
+-- The holder changes with a higher token, and is bound where the highest had none.
 UPDATE tenure_fence_scopes
-SET highest = MAX(highest, :fence), updated_at = :now
+SET highest = MAX(highest, :fence), updated_at = :now,
+    holder = CASE WHEN :fence > highest THEN :holder
+                  WHEN :fence = highest THEN COALESCE(holder, :holder)
+                  ELSE holder END
 WHERE scope = :scope;
 
 -- name: fence_finish

@@ -21,9 +21,10 @@ RETURNING kind;
 -- name: exchange__candidates
 -- Two scans, each on its own partial index and stopping at the limit (an OR of both would
 -- read and sort every queued row on each claim).
-SELECT id, state, owner_id FROM (
+SELECT id, state, owner_id, was_token FROM (
     SELECT * FROM (
-        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -35,7 +36,8 @@ SELECT id, state, owner_id FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -47,7 +49,8 @@ SELECT id, state, owner_id FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, state, owner_id, priority, rowid AS position FROM tenure_jobs
+        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        FROM tenure_jobs
         WHERE state = 'waiting' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -64,8 +67,10 @@ LIMIT :limit;
 -- name: exchange__take
 UPDATE tenure_jobs
 SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds,
-    heartbeat_at = :now, fencing_token = fencing_token + 1, attempt = attempt + 1,
-    updated_at = :now
+    heartbeat_at = :now, attempt = attempt + 1, updated_at = :now,
+    -- Invariant 16: above every token handed out before, even one a file restored from a
+    -- copy forgot: the floor is the clock in microseconds (as PostgreSQL's migration 0013).
+    fencing_token = MAX(fencing_token + 1, CAST(:now * 1000000 AS INTEGER) + 1)
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
           lease_until, wait, variant, labels, traceparent, principal, :now AS claimed_at;
@@ -95,7 +100,9 @@ SET state = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
                      THEN :now + :retry_delay ELSE run_after END,
     owner_id = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
                     THEN NULL ELSE owner_id END,
-    lease_until = NULL, error = :error, updated_at = :now
+    lease_until = NULL, error = :error, updated_at = :now,
+    -- A receiver saw a higher token (or this one from another claim): the next claim is above.
+    fencing_token = MAX(fencing_token, :token_floor)
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id, state, attempt, run_after, parent_id;
@@ -114,7 +121,9 @@ SELECT state FROM tenure_jobs WHERE id = :job_id;
 
 -- name: cancel
 UPDATE tenure_jobs
-SET state = 'cancelled', fencing_token = fencing_token + 1, lease_until = NULL,
+SET state = 'cancelled',
+    fencing_token = MAX(fencing_token + 1, CAST(:now * 1000000 AS INTEGER) + 1),
+    lease_until = NULL,
     updated_at = :now
 WHERE id = :job_id AND state IN ('queued', 'running', 'waiting')
 RETURNING id, fencing_token, owner_id, parent_id;

@@ -372,12 +372,13 @@ class SqliteStore(SqlStore):
             taken = {"id": candidate["id"], "owner_id": owner_id, "lease_seconds": lease_seconds}
             claimed = tx.one("exchange__take", taken)
             assert claimed is not None  # the candidate was read in this transaction
-            lease = lease_from_row(claimed, owner_id, lease_seconds, DECODE)
+            row = {**dict(claimed), "was_token": candidate["was_token"]}
+            lease = lease_from_row(row, owner_id, lease_seconds, DECODE)
             if candidate["state"] == JobState.RUNNING:
                 tx.event(
                     lease.job_id,
                     "lease_expired",
-                    lease.token - 1,
+                    candidate["was_token"],
                     candidate["owner_id"],
                     {"attempt": lease.attempt - 1, "then": "reclaimed"},
                 )
@@ -433,7 +434,11 @@ class SqliteStore(SqlStore):
         """Fail the attempt if the lease holds; the event names what became of the job."""
         with self._transaction() as tx:
             held = held_by(lease)
-            error = {"error": failure.error_json, "retry_delay": failure.retry_delay}
+            error = {
+                "error": failure.error_json,
+                "retry_delay": failure.retry_delay,
+                "token_floor": failure.token_floor,
+            }
             row = tx.one("fail", {**held, **error})
             if row is None:
                 return None
