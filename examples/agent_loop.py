@@ -126,8 +126,8 @@ def main() -> int:
         first.send_signal(signal.SIGKILL)
         first.wait()
         print(f"(crash) worker {first.pid} killed with SIGKILL during step 1")
-        token = ledger.get(job_id).fencing_token
-        print(f"state after crash: {stages(ledger, job_id)} | token: {token}")
+        claims = sum(e.type == "job_claimed" for e in ledger.events(job_id))
+        print(f"state after crash: {stages(ledger, job_id)} | claims: {claims}")
         print("=== attempt 2 (resume) ===")
         second = worker(url, folder, "", 2)
         try:

@@ -24,8 +24,13 @@ def check_story(out: str) -> None:
     assert "ok    effects applied:        1" in out
     assert "ok    stale effects refused:  1" in out
     assert "ok    stale results rejected:" in out
-    assert "ok    final state:            succeeded by W2 (token 2)" in out
-    assert "REFUSED stale fence 1" in out
+    w1, w2 = (
+        int(re.search(rf"{who}  claims the job \(token (\d+),", out)[1])  # type: ignore[index]
+        for who in ("W1", "W2")
+    )
+    assert 0 < w1 < w2
+    assert f"ok    final state:            succeeded by W2 (token {w2})" in out
+    assert f"REFUSED stale fence {w1} " in out
     assert "\033[" not in out  # piped: no colour
 
 

@@ -45,7 +45,7 @@ def test_the_agent_loop_killed_at_step_one_resumes_with_exactly_two_side_effects
     real side effects (it exits 0 only then)."""
     run = run_example("examples/agent_loop.py", db_url)
     lines = run.stdout.splitlines()
-    assert "state after crash: ((0, 'model', 'done'), (1, 'tool', 'running')) | token: 1" in lines
+    assert "state after crash: ((0, 'model', 'done'), (1, 'tool', 'running')) | claims: 1" in lines
     assert (
         "final state: ((0, 'model', 'done'), (1, 'tool', 'done'), (2, 'model', 'done'), "
         "(3, 'tool', 'done'))"

@@ -17,7 +17,6 @@ from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
 from tenure.testing.proxy import proxy_to
 from tests.support.databases import PostgresServer, drop_schema, new_schema, with_schema
-from tests.support.tokens import claimed
 from tests.support.waiting import poll
 from tests.support.workers import Workers, marker
 
@@ -127,7 +126,7 @@ def test_the_seeds_unpleasant_test(
         drop_schema(postgres_server, schema)
 
     key = f"tool-job:{job_id}:charge"
-    first, second = claimed(ledger, job_id)
+    first, second = [e.token for e in events if e.type == "job_claimed"]
     seen = [(e.what, e.path, e.fence, e.key) for e in bank.events]
     assert seen == [("applied", "/charge", first, key), ("replayed", "/charge", second, key)]
     assert len(bank.payments) == 1
@@ -178,7 +177,7 @@ def test_workers_with_clocks_hours_off_behave_like_the_others(
         ledger.close()
         drop_schema(postgres_server, schema)
     assert [j.state for j in jobs] == [JobState.SUCCEEDED] * 6
-    assert all(tokens == [1] for tokens in claims.values()), claims
+    assert all(len(tokens) == 1 for tokens in claims.values()), claims
     by = {job.result["by"] for job in jobs}
     assert by == {"ahead", "behind"}
     for job in jobs:
