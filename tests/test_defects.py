@@ -472,8 +472,10 @@ def test_an_event_written_while_a_purge_deletes_its_job_leaves_no_orphan(
         assert writer.is_alive(), "the event did not wait for the purge's lock"
         purger.commit()
     writer.join(10)
-    # The job is gone: the stale write is refused as for any unknown job.
-    assert [type(exc) for exc in rejected] == [tenure.JobNotFound]
+    # The job is gone: the stale write is a lost lease (job_missing), as any write of a held
+    # job that vanished.
+    assert [type(exc) for exc in rejected] == [tenure.LeaseLost]
+    assert ledger.lost_reason(job_id) is tenure.CancelReason.JOB_MISSING
     with psycopg.connect(direct(db_url)) as check:
         row = check.execute(
             "SELECT count(*) FROM tenure_events WHERE job_id = %s", (job_id,)

@@ -215,7 +215,7 @@ def test_fence_headers_are_strict_integers(served: str, fence: str) -> None:
     """A fence that is not plain ASCII digits within 0..2^63-1 is a 400 `bad_fence_headers`;
     nothing reaches the receiver."""
     sent = {**headers(effect(1, "k", None)), "X-Execution-Fence": fence}
-    encoded = {name: value.encode() for name, value in sent.items()}
+    encoded = {name.encode(): value.encode() for name, value in sent.items()}
     with httpx.Client(base_url=served) as client:
         answer = client.post("/order", json={}, headers=encoded)
     assert answer.status_code == 400, fence

@@ -18,6 +18,7 @@ import tenure
 from tenure import JobState
 from tenure.fence import FenceGuard
 from tests.support.timing import FAST
+from tests.support.tokens import claimed
 from tests.support.waiting import poll
 
 
@@ -117,9 +118,9 @@ def test_tool_timeout(world: World) -> None:
     assert (job.state, job.attempt) == (JobState.SUCCEEDED, 2)
     assert world.replies == Counter({f"tool-job:{job_id}:reply": 1})
     events = world.app.ledger.events(job_id)
-    first_claim = next(e for e in events if e.type == "job_claimed")
-    assert job.result["reply"] == {"sent": True, "fence": first_claim.token}
-    assert job.fencing_token > first_claim.token
+    first, second = claimed(world.app.ledger, job_id)
+    assert job.result["reply"] == {"sent": True, "fence": first}
+    assert job.fencing_token == second > first
     types = [e.type for e in events]
     assert "step_in_doubt" in types
 

@@ -12,7 +12,7 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tests.support.tokens import micros
+from tests.support.tokens import claimed, micros
 from tests.support.waiting import until_db_time_passes
 
 
@@ -540,7 +540,7 @@ def test_events_record_a_whole_life_in_order(ledger: tenure.Ledger) -> None:
         "job_claimed",
         "job_succeeded",
     ]
-    tokens = [e.token for e in events]
-    first, second = tokens[1], tokens[4]
-    assert tokens == [0, first, first, first, second, second] and 0 < first < second
+    first, second = claimed(ledger, job_id)
+    assert [e.token for e in events] == [0, first, first, first, second, second]
+    assert 0 < first < second
     assert [e.seq for e in events] == sorted(e.seq for e in events)

@@ -236,6 +236,7 @@ SERVED: tuple[type[TenureError], ...] = (
     TerminalJob,
     InvalidTransition,
     SignalConflict,
+    CommitUnconfirmed,
     StoreUnavailable,
 )
 

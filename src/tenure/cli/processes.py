@@ -25,17 +25,25 @@ from tenure.runtime.worker import Worker
 from tenure.storage import LISTEN_URL_ENV, POSTGRES_PREFIXES
 
 
-def _use_listen_db(args: argparse.Namespace) -> None:
-    """--listen-db applies to every ledger this process opens, as $TENURE_LISTEN_URL does."""
-    if args.listen_db is not None:
-        if not args.listen_db.startswith(POSTGRES_PREFIXES):
-            raise UsageError("--listen-db must be a postgresql:// URL of the same database")
-        os.environ[LISTEN_URL_ENV] = args.listen_db
+def _use_listen_db(args: argparse.Namespace, url: str) -> None:
+    """--listen-db applies to every ledger this process opens (on `url`), as
+    $TENURE_LISTEN_URL does; refused beside a database that has no LISTEN."""
+    if args.listen_db is None:
+        return
+    if not args.listen_db.startswith(POSTGRES_PREFIXES):
+        raise UsageError("--listen-db must be a postgresql:// URL of the same database")
+    if not url.startswith(POSTGRES_PREFIXES):
+        scheme = url.split(":", 1)[0]
+        raise UsageError(
+            f"--listen-db is for a PostgreSQL database behind a transaction pooler, and the "
+            f"database here is a {scheme} one, which has no LISTEN: leave --listen-db out"
+        )
+    os.environ[LISTEN_URL_ENV] = args.listen_db
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    _use_listen_db(args)
     app = load_app(args.target, args.app_dir)
+    _use_listen_db(args, args.db or app.url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     worker = Worker(
         app,
@@ -66,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from tenure.service.settings import ServiceSettings
     except ImportError as exc:
         raise _service_extra(exc) from exc
-    _use_listen_db(args)
+    _use_listen_db(args, _url(args))
     configure_json_logging(getattr(logging, args.log_level.upper()))
     settings = ServiceSettings(
         admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
@@ -91,7 +99,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except MissingExtra as exc:
         raise UsageError(str(exc)) from exc
 
-    _use_listen_db(args)
     if args.no_auth:
         if args.transport != "streamable-http":
             raise UsageError("--no-auth is for --transport streamable-http (stdio has no key)")
@@ -100,6 +107,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         except TenureError as exc:
             raise UsageError(str(exc)) from None
     app = load_app(args.target, args.app_dir)
+    _use_listen_db(args, args.db or app.url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     with app.connect(args.db) as ledger:
         run_mcp(

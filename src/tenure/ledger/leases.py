@@ -16,7 +16,6 @@ from typing import Any, NoReturn, TypeVar
 
 from tenure.errors import (
     InvalidArgument,
-    JobNotFound,
     LeaseLost,
     OwnershipUnknown,
     StoreUnavailable,
@@ -401,12 +400,15 @@ class Leases(Part):
 
     def lost_reason(self, job_id: str) -> CancelReason:
         """Why a lease write found no row: `cancelled` when an operator cancelled the job,
-        else `lease_lost` (also when the database cannot say)."""
+        `job_missing` when the job is gone (a failover or a restore lost its row), else
+        `lease_lost` (also when the database cannot say)."""
         try:
             job = self.store.get(job_id)
         except StoreUnavailable:
             return CancelReason.LEASE_LOST
-        if job is not None and job.state is JobState.CANCELLED:
+        if job is None:
+            return CancelReason.JOB_MISSING
+        if job.state is JobState.CANCELLED:
             return CancelReason.CANCELLED
         return CancelReason.LEASE_LOST
 
@@ -430,14 +432,20 @@ class Leases(Part):
         return result
 
     def lost(self, lease: Lease, operation: str, **detail: Any) -> NoReturn:
-        """Record the rejected write, then raise `LeaseLost` (or `JobNotFound`)."""
-        self._reject(lease, EventType.RESULT_REJECTED, operation, **detail)
+        """Record the rejected write, then raise `LeaseLost`: also when the held job is gone
+        from the database (a failover or a restore lost its row; `lost_reason` says
+        `job_missing`), which stops that attempt and never the worker."""
+        if self._reject(lease, EventType.RESULT_REJECTED, operation, **detail):
+            why = f"token {lease.token} no longer holds the lease"
+        else:
+            why = "the job is gone from the database (a failover or a restore lost its row)"
         raise LeaseLost(
-            f"job {lease.job_id}: token {lease.token} no longer holds the lease; the "
-            f"{operation} was rejected and nothing was published"
+            f"job {lease.job_id}: {why}; the {operation} was rejected and nothing was published"
         )
 
-    def _reject(self, lease: Lease, event: EventType, operation: str, **detail: Any) -> None:
+    def _reject(self, lease: Lease, event: EventType, operation: str, **detail: Any) -> bool:
+        """Record a write that found no row (its event) and log it; False when the job itself
+        is gone (there is nothing to record it on)."""
         exists = self.store.record_event(
             lease.job_id,
             event,
@@ -445,8 +453,6 @@ class Leases(Part):
             lease.owner_id,
             event_detail(operation=operation, reason="zero_rows", **detail),
         )
-        if not exists:
-            raise JobNotFound(f"no job has the id {lease.job_id}")
         emit(
             log,
             logging.WARNING,
@@ -455,8 +461,9 @@ class Leases(Part):
             token=lease.token,
             owner=lease.owner_id,
             operation=operation,
-            reason="zero_rows",
+            reason="zero_rows" if exists else CancelReason.JOB_MISSING.value,
         )
+        return exists
 
 
 def _claim_request(

@@ -23,17 +23,21 @@ class FailureRun:
         self._since = 0.0
         self._last_summary = 0.0
 
-    def failed(self, error_type: str) -> float:
+    def failed(self, error_type: str, reason: str | None = None) -> float:
+        """Count a failed try (its first is logged, with `reason` when given: a message of
+        tenure's naming the database, never content); return the wait before the next."""
         now = time.monotonic()
         self.count += 1
         if self.count == 1:
             self._since = self._last_summary = now
+            said = {} if reason is None else {"reason": reason}
             emit(
                 log,
                 logging.WARNING,
                 f"{self.what}_failed",
                 worker=self.worker,
                 error_type=error_type,
+                **said,
             )
         elif now - self._last_summary >= SUMMARY_SECONDS:
             self._last_summary = now

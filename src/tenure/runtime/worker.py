@@ -191,12 +191,15 @@ class Worker:
     def run(self) -> None:
         """Run until `stop()` or a signal. A second signal skips the grace period.
 
+        A database that cannot be reached or cannot write at the start (down, a standby until
+        the failover ends) is waited for, with backoff, rather than a reason to exit.
         Raises `TenureError` (from the side task's error) when a side task died.
         """
-        self.start()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, self._on_signal)
+        if not self._start_when_available():
+            return
         while not self._stop_requested.wait(0.2):
             pass
         self.stop()
@@ -205,6 +208,19 @@ class Worker:
             raise TenureError(
                 f"the worker stopped because its side task {crashed[0]!r} died"
             ) from crashed[1]
+
+    def _start_when_available(self) -> bool:
+        """`start()`, tried again while the database is unavailable; False when stopped first."""
+        failures = FailureRun("start", self.worker_id)
+        while not self._stop_requested.is_set():
+            try:
+                self.start()
+            except StoreUnavailable as exc:
+                self._stop_requested.wait(failures.failed(type(exc).__name__, str(exc)))
+                continue
+            failures.succeeded()
+            return True
+        return False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stop_requested.is_set():

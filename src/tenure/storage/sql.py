@@ -4,7 +4,7 @@ transaction, written once over a small dialect seam.
 A dialect (a subclass) says how to run a named query outside a transaction (`_read_rows`,
 `_write_rows`), how to open one transaction (`_transaction`, which yields a `Tx`), how a list of
 strings is bound (`_array`), how a claim runs inside a transaction (`_exchange_in`), and which
-errors of its driver mean an outage (see `classify` in each store module). Everything else of
+errors of its driver mean an outage (see `classify` of each dialect). Everything else of
 the `Store` protocol that is not here is a write whose statements differ between dialects.
 """
 

@@ -81,6 +81,14 @@ def plan_connection(url: str, timeout: float, listen_url: str | None) -> Connect
     conninfo = build_conninfo(stripped, timeout, startup_options=False)
     try:
         _probe(conninfo)
+        if prepare and not _keeps_prepared_statements(conninfo):
+            raise UnsupportedDatabase(
+                f"prepare=1 in the URL of {where}: the pooler there leaves a prepared "
+                "statement on the server connection that prepared it (PgBouncer before 1.21, "
+                "or with max_prepared_statements = 0), where a later transaction may not be: "
+                "set max_prepared_statements in pgbouncer.ini (PgBouncer 1.21 or later), or "
+                "leave prepare=1 out"
+            )
     except psycopg.Error as exc:
         raise StoreUnavailable(explain_connect_error(exc, where)) from exc
     settings = option_settings(url_options(stripped)) + tenure_settings(timeout, prepare=prepare)
@@ -99,6 +107,32 @@ def plan_connection(url: str, timeout: float, listen_url: str | None) -> Connect
 
 def _probe(conninfo: str) -> None:
     psycopg.connect(conninfo, autocommit=True).close()
+
+
+def _keeps_prepared_statements(conninfo: str) -> bool:
+    """Whether the pooler manages protocol-level prepared statements itself.
+
+    One transaction (so one server connection, whatever the pooler) prepares a statement and
+    looks for it among the server's: a pooler that passes it through leaves it there under its
+    own name, bound to that server connection; PgBouncer 1.21+ with `max_prepared_statements`
+    prepares it under a name of its own on each server connection that needs it.
+    """
+    name = f"tenure_probe_{uuid.uuid4().hex}"
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SELECT 1")  # opens the transaction: the server connection is ours now
+        prepared = conn.pgconn.prepare(name.encode(), b"SELECT 1")
+        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise psycopg.OperationalError(
+                (prepared.error_message or b"").decode(errors="replace").strip()
+            )
+        row = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name = %s", (name,)
+        ).fetchone()
+        passed_through = bool(row and row[0])
+        if passed_through:  # else it is the pooler's to keep
+            conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(name)))
+        conn.rollback()
+    return not passed_through
 
 
 def _listen_target(listen_url: str | None, timeout: float) -> tuple[str | None, str | None]:

@@ -62,6 +62,7 @@ class PostgresListener:
         self.connected.wait(wait)
 
     def _run(self) -> None:
+        failures = 0  # in a row: the first is a warning, the rest (every second) are not
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
@@ -82,6 +83,7 @@ class PostgresListener:
                     for name in listening:
                         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
                     self.connected.set()
+                    failures = 0
                     if self._on_listening is not None:
                         self._on_listening(True)
                     emit(log, logging.DEBUG, "listen_started", channel=listening[0])
@@ -100,7 +102,11 @@ class PostgresListener:
                     self._on_listening(False)
                 if self._stop.is_set():
                     return
-                emit(log, logging.WARNING, "listen_lost", error_type=type(exc).__name__)
+                failures += 1
+                # A standby refuses LISTEN ("cannot execute LISTEN during recovery") until the
+                # failover ends: one warning, not one a second.
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                emit(log, level, "listen_lost", error_type=type(exc).__name__, failures=failures)
                 self._stop.wait(_RECONNECT_SECONDS)
 
     def _dispatch(self, channel: str, payload: str, cancels: str, ended: str) -> None:

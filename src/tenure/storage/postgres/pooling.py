@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from tenure.errors import UnsupportedDatabase
 
 _POOLER_VALUES = ("transaction", "none")
+_OURS = ("pooler", "prepare")
 _PREPARE_VALUES = {"0": False, "false": False, "no": False, "1": True, "true": True, "yes": True}
 
 
@@ -35,32 +36,54 @@ class UrlChoices:
 
 
 def split_choices(url: str) -> tuple[str, UrlChoices]:
-    """The URL without tenure's parameters (what libpq may parse), and what they said."""
+    """The URL without tenure's parameters (what libpq may parse), and what they said.
+
+    The rest of the URL is kept byte for byte: libpq decodes `%20` but not `+`, so a query
+    decoded and encoded again (`options=-c%20a%3Db` becoming `options=-c+a%3Db`) would mean
+    something else to it. Each of tenure's parameters may be given once.
+    """
     if not url.startswith(("postgresql://", "postgres://")):
         return url, UrlChoices()
-    parts = urlsplit(url)
-    kept: list[tuple[str, str]] = []
-    pooler: bool | None = None
-    prepare: bool | None = None
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name == "pooler":
-            if value not in _POOLER_VALUES:
-                raise UnsupportedDatabase(
-                    f"pooler={value!r} in the database URL: use pooler=transaction (through "
-                    "PgBouncer or another transaction pooler) or pooler=none (a direct "
-                    "connection)"
-                )
-            pooler = value == "transaction"
-        elif name == "prepare":
-            if value.lower() not in _PREPARE_VALUES:
-                raise UnsupportedDatabase(
-                    f"prepare={value!r} in the database URL: use prepare=0 or prepare=1"
-                )
-            prepare = _PREPARE_VALUES[value.lower()]
-        else:
-            kept.append((name, value))
-    stripped = urlunsplit(parts._replace(query=urlencode(kept)))
-    return stripped, UrlChoices(pooler=pooler, prepare=prepare)
+    head, _, query = url.partition("?")
+    kept: list[str] = []
+    said: dict[str, str] = {}
+    for part in query.split("&") if query else []:
+        raw_name, _, raw_value = part.partition("=")
+        name = unquote(raw_name)
+        if name not in _OURS:
+            kept.append(part)
+            continue
+        if name in said:
+            raise UnsupportedDatabase(
+                f"{name}= is given twice in the database URL ({name}={said[name]!r} and "
+                f"{name}={unquote(raw_value)!r}): give it once"
+            )
+        said[name] = unquote(raw_value)
+    stripped = f"{head}?{'&'.join(kept)}" if kept else head
+    return stripped, UrlChoices(
+        pooler=_pooler(said.get("pooler")), prepare=_prepare(said.get("prepare"))
+    )
+
+
+def _pooler(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    if value not in _POOLER_VALUES:
+        raise UnsupportedDatabase(
+            f"pooler={value!r} in the database URL: use pooler=transaction (through "
+            "PgBouncer or another transaction pooler) or pooler=none (a direct connection)"
+        )
+    return value == "transaction"
+
+
+def _prepare(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    if value.lower() not in _PREPARE_VALUES:
+        raise UnsupportedDatabase(
+            f"prepare={value!r} in the database URL: use prepare=0 or prepare=1"
+        )
+    return _PREPARE_VALUES[value.lower()]
 
 
 def refuses_options(error: BaseException) -> bool:

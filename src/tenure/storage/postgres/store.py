@@ -20,12 +20,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import DictRow, dict_row
 
-from tenure.errors import (
-    StoreBug,
-    StoreConflict,
-    StoreUnavailable,
-    TenureError,
-)
+from tenure.errors import StoreUnavailable
 from tenure.storage.base import (
     NOTHING_TO_PUBLISH,
     AttemptFailure,
@@ -38,6 +33,7 @@ from tenure.storage.base import (
 )
 from tenure.storage.migrate import Track, load_migrations
 from tenure.storage.postgres.connecting import check_listen_url, plan_connection
+from tenure.storage.postgres.failures import CommitWatches, classify
 from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.pooling import settings_statement
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
@@ -77,25 +73,6 @@ def read_time(value: Any) -> datetime:
 DECODE = Decoder(time=read_time, json=json_value)
 
 
-def classify(exc: BaseException, where: str) -> TenureError | None:
-    """The storage boundary: a driver error as tenure's (None: not a driver error).
-
-    Connection trouble, timeouts and a closed pool mean the database is unavailable; a
-    constraint violation is a conflict; any other database error is a bug, not an outage.
-    """
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return StoreUnavailable(f"no connection to {where}: {exc}")
-    if isinstance(exc, psycopg_pool.PoolClosed):
-        return StoreUnavailable("this ledger is closed")
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return StoreUnavailable(f"{where} did not answer: {exc}")
-    if isinstance(exc, psycopg.IntegrityError):
-        return StoreConflict(f"{where} refused a write that breaks a constraint: {exc}")
-    if isinstance(exc, psycopg.Error):
-        return StoreBug(f"{where} could not run a statement: {type(exc).__name__}: {exc}")
-    return None
-
-
 def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
     """`sql` with `%(name)s` placeholders numbered `$1 …` (a name used twice keeps its number),
     and the names in that order."""
@@ -117,6 +94,15 @@ RAW = {name: _positional(sql) for name, sql in Q.items()}
 # are in (through a pooler, as set for each transaction), and a probe of the LISTEN URL.
 RAW["current_schema"] = ("SELECT current_schema() AS schema", ())
 RAW["notify"] = ("SELECT pg_notify($1, '')", ("channel",))
+RAW["schema_versioned"] = (
+    "SELECT to_regclass('tenure_schema_version') IS NOT NULL AS present",
+    (),
+)
+RAW["schema_versions"] = ("SELECT version FROM tenure_schema_version", ())
+RAW["write_refusal"] = (
+    "SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS ro",
+    (),
+)
 
 
 def _rows(conn: psycopg.Connection[DictRow], name: str, params: Params | None) -> list[DictRow]:
@@ -155,6 +141,7 @@ class PostgresStore(SqlStore):
         self._where = self._plan.where
         self._settings = settings_statement(list(self._plan.local_settings))
         self._watchdog = Watchdog(_sever_connection)
+        self._commits = CommitWatches(self._where)
         self._checking = False
         self._checking_lock = threading.Lock()
         connection_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
@@ -170,6 +157,7 @@ class PostgresStore(SqlStore):
                 timeout=timeout,
                 open=False,
                 name="tenure",
+                configure=self._commits.watch,
             )
         )
         try:
@@ -197,8 +185,14 @@ class PostgresStore(SqlStore):
         self._write_rows("notify", {"channel": channel})
 
     def write_refusal(self) -> str | None:
-        """PostgreSQL refuses a write with its own error to every writer, and /readyz's
-        statement meets it: nothing to remember here."""
+        """Why the server the pool reaches cannot write now (a standby in recovery, or
+        read-only transactions), asked of it: a URL of one host, or a pooler, may lead to a
+        standby, which answers reads as if nothing were wrong."""
+        row = self._read_rows("write_refusal")[0]
+        if row["recovery"]:
+            return "the server is a standby (in recovery): writes need the primary"
+        if row["ro"] == "on":
+            return "the server's transactions are read-only (default_transaction_read_only)"
         return None
 
     @property
@@ -247,6 +241,7 @@ class PostgresStore(SqlStore):
             self._translate(),
             self._pool.connection() as conn,
             self._watchdog.deadline(deadline, conn),
+            self._commits.confirmed(conn),
         ):
             yield conn
 
@@ -285,7 +280,16 @@ class PostgresStore(SqlStore):
         """Apply missing migrations (with `only`, one track's) in one transaction under an
         advisory lock."""
         applied_now: list[int] = []
-        with self._translate(), self._pool.connection() as conn, conn.transaction():
+        package = __package__ or "tenure.storage.postgres"
+        if not self._missing_migrations(package, only):
+            # Up to date: no lock and no DDL, which a standby refuses: one can be opened.
+            return applied_now
+        with (
+            self._translate(),
+            self._pool.connection() as conn,
+            self._commits.confirmed(conn),
+            conn.transaction(),
+        ):
             if self._plan.pooled:
                 self._set_locally(conn)
             conn.execute(_MIGRATION_LOCK)
@@ -293,7 +297,7 @@ class PostgresStore(SqlStore):
             done = {
                 row["version"] for row in conn.execute("SELECT version FROM tenure_schema_version")
             }
-            for migration in load_migrations(__package__ or "tenure.storage.postgres", only):
+            for migration in load_migrations(package, only):
                 if migration.version in done:
                     continue
                 # Our own packaged file, never user input.
@@ -304,6 +308,14 @@ class PostgresStore(SqlStore):
                 )
                 applied_now.append(migration.version)
         return applied_now
+
+    def _missing_migrations(self, package: str, only: Track | None) -> bool:
+        """Whether any migration is not applied yet: read without a lock (one transaction)."""
+        with self._transaction() as tx:
+            if not tx.rows("schema_versioned")[0]["present"]:
+                return True
+            done = {row["version"] for row in tx.rows("schema_versions")}
+        return any(m.version not in done for m in load_migrations(package, only))
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -431,6 +443,7 @@ class PostgresStore(SqlStore):
             error=failure.error_json,
             retry_delay=failure.retry_delay,
             detail=failure.detail_json,
+            token_floor=failure.token_floor,
         )
         return JobState(rows[0]["state"]) if rows else None
 

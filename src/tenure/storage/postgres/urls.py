@@ -4,6 +4,7 @@ description for messages without the password, and the URL through a proxy (demo
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from urllib.parse import quote, urlencode
 
@@ -85,6 +86,10 @@ def _check_session_attrs(params: dict[str, str | int | None]) -> None:
         )
 
 
+# libpq puts the server's own severity before what the server said.
+_SERVER_SAID = re.compile(r"\b(?:FATAL|ERROR|PANIC):  ")
+
+
 def describe(url: str) -> str:
     """Hosts and database of a URL for messages, without the password."""
     try:
@@ -114,6 +119,10 @@ def explain_connect_error(error: psycopg.Error, where: str) -> str:
         return f"{where} answered that the database does not exist (create it first): {text}"
     if "authentication" in lowered or "password" in lowered or "role" in lowered:
         return f"{where} refused the login: {text}"
+    if _SERVER_SAID.search(text):
+        # The server is running and answered: what it said is the reason (a bad `options`
+        # setting, too many connections, ...), not a question of whether it is there.
+        return f"{where} refused the connection: {text}"
     return (
         f"cannot connect to {where}: is it running, and does the URL name the right host, "
         f"user and database? ({text.splitlines()[0] if text else type(error).__name__})"
@@ -132,7 +141,8 @@ def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], 
         f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
     )
     auth = f"{user}:{quote(str(password))}" if password else user
-    query = urlencode({k: str(v) for k, v in params.items()})
+    # Percent-encoded (`%20`, never `+`, which libpq reads as a plus sign).
+    query = urlencode({k: str(v) for k, v in params.items()}, quote_via=quote)
 
     def through(proxy_port: int) -> str:
         return f"postgresql://{auth}@127.0.0.1:{proxy_port}/{dbname}" + (
