@@ -22,10 +22,17 @@ from tenure.storage.postgres.urls import build_conninfo
 from tenure.testing.pair import PairError, ReplicaPair
 from tests.support.cli import tenure_process
 from tests.support.service import free_port
+from tests.support.tokens import micros
 from tests.support.waiting import poll, until_db_time_passes
 
 pytestmark = [pytest.mark.failover, pytest.mark.postgres, pytest.mark.slow]
-EPOCH = 1 << 32
+# A token a JSON number carries exactly in every language (design.md, invariant 16).
+JSON_EXACT = 2**53
+
+
+def clock_us(ledger: tenure.Ledger) -> int:
+    """The database's clock in microseconds since 1970: the floor of every new token."""
+    return micros(ledger.now())
 
 
 def start_pair(*, synchronous: bool) -> Iterator[ReplicaPair]:
@@ -74,13 +81,14 @@ def test_a_promoted_standby_never_hands_out_a_token_again(
     with tenure.connect(pair.url(), timeout=2.0) as ledger:
         job = ledger.submit("k", {})
         other = ledger.submit("other", {})
+        before = clock_us(ledger)
         w1 = ledger.claim("W1", kinds=["k"], lease_seconds=0.3)
-        assert w1 is not None and w1.token == 1
+        assert w1 is not None and w1.token > before
         pair.wait_replayed()
         pair.cut_replication()
         until_db_time_passes(ledger, w1.lease_until)
         w2 = ledger.claim("W2", kinds=["k"], lease_seconds=60)
-        assert w2 is not None and w2.job_id == job and w2.token == 2
+        assert w2 is not None and w2.job_id == job and w2.token > w1.token
         guard = FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}")
         assert guard.apply(job, w2.token, "w2-first", lambda: "W2 applied") == "W2 applied"
 
@@ -89,8 +97,7 @@ def test_a_promoted_standby_never_hands_out_a_token_again(
         w3 = claim_on_new_primary(ledger, "W3", "k")
         assert pair.timeline() == 2
         assert w3.job_id == job
-        assert w3.token == EPOCH + 1
-        assert w3.token > w2.token > w1.token
+        assert JSON_EXACT > w3.token > w2.token > w1.token
 
         with pytest.raises(tenure.LeaseLost):
             ledger.extend(w2)
@@ -109,25 +116,29 @@ def test_a_promoted_standby_never_hands_out_a_token_again(
         assert claimed == [w1.token, w3.token]
         expired = [e for e in ledger.events(job) if e.type == "lease_expired"]
         assert [(e.token, e.owner_id) for e in expired] == [(w1.token, "W1")]
-        # A cancel on the new timeline fences above the floor too.
+        # A cancel on the new primary fences above its clock too (and so above W2's token).
+        before = clock_us(ledger)
         ledger.cancel(other)
-        assert ledger.get(other).fencing_token == EPOCH + 1
+        assert JSON_EXACT > ledger.get(other).fencing_token > max(before, w2.token)
 
 
-def test_tokens_on_a_server_that_never_failed_over_count_from_one(
-    async_pair: ReplicaPair,
-) -> None:
-    """On timeline 1 the floor is 0: tokens are 1, 2, 3 as they always were."""
+def test_tokens_grow_from_the_database_clock_in_microseconds(async_pair: ReplicaPair) -> None:
+    """Each claim's token is above the database clock in microseconds read before it (and
+    within a microsecond of the clock read after it), strictly increasing, below 2^53."""
     with tenure.connect(async_pair.url(), timeout=2.0) as ledger:
         job = ledger.submit("k", {})
         tokens = []
         for _ in range(3):
+            before = clock_us(ledger)
             lease = ledger.claim("W", kinds=["k"], lease_seconds=5)
+            after = clock_us(ledger)
             assert lease is not None
+            assert before < lease.token <= after + 1
             tokens.append(lease.token)
             ledger.release(lease)
-        assert tokens == [1, 2, 3]
-        assert ledger.get(job).fencing_token == 3
+        assert tokens == sorted(set(tokens))
+        assert tokens[-1] < JSON_EXACT
+        assert ledger.get(job).fencing_token == tokens[-1]
 
 
 def test_a_synchronous_standby_has_every_acknowledged_submit(sync_pair: ReplicaPair) -> None:

@@ -42,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": GROUND | DOMAIN | {"app", "integrations", "ledger"},
     "service": GROUND | DOMAIN | {"ledger", "storage"},
     "demo": {FACE, "errors", "fence", "storage", "testing"},
-    "chaos": {FACE, "demo", "fence", "storage", "testing"},
+    "chaos": {FACE, "errors", "fence", "storage", "testing"},
     "cli": GROUND | DOMAIN | {"app", "chaos", "demo", "evaluation", "ledger", "mcp", "replay",
                               "runtime", "service", "storage"},
     "__init__": {FACE, *GROUND, *DOMAIN, "app", "client", "fence", "ledger", "replay",

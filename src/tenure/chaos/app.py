@@ -1,4 +1,4 @@
-"""The job class the chaos harness runs: two steps around one fenced effect.
+"""The job class the chaos harness runs: two steps around two fenced effects.
 
 Run by `tenure worker tenure.chaos.app:app` processes that `tenure chaos` starts.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import tenure
 from tenure.chaos.failover import report_claim
-from tenure.fence import headers
+from tenure.fence import headers, raise_for_refusal
 
 RECEIVER = os.environ.get("TENURE_CHAOS_RECEIVER", "http://127.0.0.1:0")
 LEASE = float(os.environ.get("TENURE_CHAOS_LEASE", "2.0"))
@@ -25,11 +25,12 @@ CLAIMS = os.environ.get("TENURE_CHAOS_CLAIMS", "")
 app = tenure.App()
 
 
-def charge(fx: tenure.Effect, amount: int) -> Any:
-    """Send the effect with its key and fence; a 409 from the receiver is StaleFence."""
+def send(fx: tenure.Effect, path: str, body: dict[str, Any]) -> Any:
+    """Send the effect with its key, fence and claim; a 409 from the receiver is `StaleFence`
+    or `FenceConflict` with the receiver's highest token (the worker floors the job there)."""
     request = urllib.request.Request(  # noqa: S310 - the harness's receiver on loopback
-        f"{RECEIVER}/payments",
-        data=json.dumps({"amount_cents": amount}).encode(),
+        f"{RECEIVER}{path}",
+        data=json.dumps(body).encode(),
         method="POST",
         headers={"Content-Type": "application/json", **headers(fx)},
     )
@@ -37,8 +38,7 @@ def charge(fx: tenure.Effect, amount: int) -> Any:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        if exc.code == 409:
-            raise tenure.StaleFence("the receiver refused a stale fence") from None
+        raise_for_refusal(exc.code, exc.read())
         raise
 
 
@@ -57,7 +57,9 @@ POLICY: dict[str, Any] = {
 
 @app.job("chaos.order", **POLICY)
 def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """fetch (a step), charge (the effect), summarise (a step); each takes a little while."""
+    """fetch (a step), charge and receipt (two effects: two commands of one holder, so that a
+    second holder of the same token would be seen by the receiver as a new command, not a
+    replay), summarise (a step); each takes a little while."""
     rng = random.Random(payload["seed"] * 1000 + ctx.attempt)
     if CLAIMS:
         report_claim(CLAIMS, ctx.job_id, ctx.token)
@@ -67,7 +69,8 @@ def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return result
 
     fetched = ctx.step("fetch", lambda: work({"amount": payload["amount"]}))
-    payment = ctx.effect("charge", lambda fx: charge(fx, fetched["amount"]))
+    payment = ctx.effect("charge", lambda fx: send(fx, "/payments", fetched))
+    ctx.effect("receipt", lambda fx: send(fx, "/receipts", {"payment": payment["payment_id"]}))
     ctx.step("summarise", lambda: work(None))
     return {"payment": payment["payment_id"], "token": ctx.token}
 

@@ -1,5 +1,6 @@
 """Run jobs through real worker processes while injecting faults at random (seeded), then
-count what must hold: nothing lost, no effect applied twice, no stale result accepted."""
+count what must hold: nothing lost, no effect applied twice, no stale result accepted, no token
+accepted from two claims at the receiver, no worker exiting by itself."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ import threading
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import tenure
 from tenure.chaos.failover import PAIR_FAULTS, PairFaults
 from tenure.chaos.parents import ParentWorkload
+from tenure.chaos.receiver import Receiver, ReceiverServer
+from tenure.chaos.report import Figures, print_report
 from tenure.chaos.skew import build_shim, skew_env
-from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
 from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
@@ -33,6 +35,7 @@ from tenure.testing.proxy import TcpProxy
 DEFAULT_FAULTS = ("kill", "pause", "partition", "restart", "skew")
 FAULT_KINDS = (*DEFAULT_FAULTS, *PAIR_FAULTS)
 KIND = "chaos.order"
+EFFECTS = ("charge", "receipt")  # each order's effects: each must reach the receiver once
 SKEW_SECONDS = 3 * 3600
 
 
@@ -69,16 +72,14 @@ class Slot:
     generation: int = 0
 
 
-@dataclass
-class Figures:
-    """The report."""
+@dataclass(frozen=True)
+class WorkerExit:
+    """A worker process that ended without the harness asking it to (it is replaced)."""
 
-    values: dict[str, Any] = field(default_factory=dict)
-    checks: list[tuple[str, bool]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(ok for _, ok in self.checks)
+    slot: str
+    pid: int
+    returncode: int
+    log: Path
 
 
 class EmbeddedServer:
@@ -112,6 +113,12 @@ class Harness:
     """One chaos run."""
 
     def __init__(self, options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr):
+        pair_faults = bool(set(options.faults) & set(PAIR_FAULTS))
+        if pair_faults and options.db is not None:
+            raise tenure.InvalidArgument(
+                "--faults failover, switchover and restore run on a primary/standby pair "
+                "the harness starts itself: leave --db out"
+            )
         self.o = options
         self.out, self.err = out, err
         self.rng = random.Random(options.seed)
@@ -120,12 +127,7 @@ class Harness:
         self.pair: PairFaults | None = None
         self.not_applicable: dict[str, str] = {}
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        if set(options.faults) & set(PAIR_FAULTS):
-            if options.db is not None:
-                raise tenure.InvalidArgument(
-                    "--faults failover and switchover run on a primary/standby pair the "
-                    "harness starts itself: leave --db out"
-                )
+        if pair_faults:
             self.pair = PairFaults(
                 synchronous=options.replication == "sync",
                 claims_log=self.folder / "claims.log",
@@ -140,15 +142,22 @@ class Harness:
                     "not run with asynchronous failover (an acknowledged signal may be lost)"
                 )
                 options.parents = 0
+            elif "restore" in options.faults and options.parents:
+                # A restore undoes every commit after its backup: a signal among them too.
+                self.not_applicable["parents"] = (
+                    "not run with restore (a signal sent after the backup is undone)"
+                )
+                options.parents = 0
         elif options.db == "embedded":
             self.embedded = EmbeddedServer(self.folder)
             self.url = self.embedded.url
         else:
             self.url = options.db or f"sqlite:///{self.folder / 'tenure.db'}"
         self.is_postgres = not self.url.startswith("sqlite")
+        # The receiver's database is its own: never failed over, never restored.
         self.guard = FenceGuard(f"sqlite:///{self.folder / 'receiver.db'}")
-        self.bank = Bank(self.guard)
-        self.receiver = BankServer(self.bank)
+        self.payments = Receiver(self.guard)
+        self.receiver = ReceiverServer(self.payments)
         self.shim = (
             build_shim(self.folder) if "skew" in options.faults and self.is_postgres else None
         )
@@ -157,6 +166,7 @@ class Harness:
             options.parents, 0.8 * options.duration, random.Random(options.seed + 1)
         )
         self.injected: Counter[str] = Counter()
+        self.exits: list[WorkerExit] = []
         self._restarting = threading.Lock()
         self._last_progress = 0.0
 
@@ -169,6 +179,8 @@ class Harness:
         try:
             ids = self._submit(ledger)
             self.parents.submit(ledger, time.monotonic())
+            if self.pair is not None and "restore" in self.o.faults:
+                self.pair.take_backup()  # "last night's": what the first restore starts
             self._start_workers()
             started = time.monotonic()
             if self.pair is not None:
@@ -182,6 +194,7 @@ class Harness:
             drain_started = time.monotonic()
             drained = self._drain(ledger)
             drain_seconds = time.monotonic() - drain_started
+            self._count_ended()
             ids += self.parents.child_ids(ledger)
             figures = self._figures(ledger, ids, time.monotonic() - started, drain_seconds, drained)
         finally:
@@ -193,7 +206,7 @@ class Harness:
                 self.embedded.close()
             if self.pair is not None:
                 self.pair.close()
-        self._print(figures)
+        print_report(figures, self.out)
         if self.o.report is not None:
             self.o.report.write_text(
                 json.dumps(
@@ -290,9 +303,25 @@ class Harness:
         )
 
     def _replace_dead(self) -> None:
+        """Count every worker that ended by itself (the faults kill and respawn theirs at
+        once), and start another in its place so that the run goes on."""
         for slot in self.slots:
             if slot.proc is not None and slot.proc.poll() is not None and slot.fault != "pause":
+                self._exited(slot)
                 self._spawn(slot)
+
+    def _exited(self, slot: Slot) -> None:
+        assert slot.proc is not None and slot.proc.returncode is not None
+        log = self.folder / f"{slot.name}.{slot.generation}.log"
+        self.exits.append(WorkerExit(slot.name, slot.proc.pid, slot.proc.returncode, log))
+
+    def _count_ended(self) -> None:
+        """Before the figures: a worker that ended by itself since the last look is counted
+        too (and not replaced: the run is over)."""
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is not None:
+                self._exited(slot)
+                slot.proc = None
 
     def _stop_workers(self) -> None:
         for slot in self.slots:
@@ -435,7 +464,8 @@ class Harness:
         events = {job.id: ledger.events(job.id) for job in jobs}
         all_events = [e for evs in events.values() for e in evs]
         lost = sum(not job.terminal for job in jobs)
-        applied = Counter(e.key for e in self.bank.events if e.what == "applied")
+        applied = Counter(c.key for c in self.payments.commands if c.what == "applied")
+        accepted_twice = self.payments.accepted_twice()
         stale_accepted = 0
         missing_effects = 0
         for job in jobs:
@@ -448,7 +478,7 @@ class Harness:
                 or succeeded[0].token != job.fencing_token
             ):
                 stale_accepted += 1
-            if applied[f"tool-job:{job.id}:charge"] != 1:
+            if any(applied[f"tool-job:{job.id}:{name}"] != 1 for name in EFFECTS):
                 missing_effects += 1
         lease_expired = [e for e in all_events if e.type == "lease_expired"]
         values = {
@@ -464,8 +494,16 @@ class Harness:
             "succeeded_without_exactly_one_effect": missing_effects,
             "stale_results_accepted": stale_accepted,
             "stale_results_rejected": sum(e.type == "result_rejected" for e in all_events),
-            "stale_effects_refused": sum(e.what == "refused" for e in self.bank.events),
-            "effects_replayed": sum(e.what == "replayed" for e in self.bank.events),
+            "stale_effects_refused": self.payments.count("refused"),
+            "fence_conflicts_refused": self.payments.count("conflict"),
+            "tokens_accepted_twice_at_receiver": accepted_twice,
+            "effects_applied_without_a_claim": self.payments.count("unclaimed"),
+            "effects_replayed": self.payments.count("replayed"),
+            "worker_exits": len(self.exits),
+            "worker_exits_detail": [
+                {"slot": e.slot, "pid": e.pid, "returncode": e.returncode, "log": str(e.log)}
+                for e in self.exits
+            ],
             "leases_expired": len(lease_expired),
             "leases_reclaimed": sum(e.detail.get("then") == "reclaimed" for e in lease_expired),
             "stages_in_doubt": sum(e.type == "step_in_doubt" for e in all_events),
@@ -479,8 +517,13 @@ class Harness:
         checks = [
             ("jobs lost = 0", lost == 0),
             ("effects applied per key <= 1", values["effects_applied_max_per_key"] <= 1),
-            ("succeeded jobs each with exactly one effect", missing_effects == 0),
+            ("succeeded jobs each with exactly one of each effect", missing_effects == 0),
             ("stale results accepted = 0", stale_accepted == 0),
+            ("tokens accepted twice at the receiver = 0", accepted_twice == 0),
+            # Without a claim the receiver cannot tell two holders apart: the figure above
+            # would say nothing.
+            ("effects applied without a claim = 0", not values["effects_applied_without_a_claim"]),
+            ("worker exits = 0", not self.exits),
         ]
         parent_values, parent_checks = self.parents.figures(ledger)
         values.update(parent_values)
@@ -517,69 +560,3 @@ class Harness:
         else:
             self.err.write(line + "\n")
         self.err.flush()
-
-    def _print(self, figures: Figures) -> None:
-        v = figures.values
-        rows = [
-            ("database", v["database"]),
-            ("jobs accepted", v["jobs_accepted"]),
-            ("jobs succeeded", v["jobs_succeeded"]),
-            ("jobs failed (by reason)", v["jobs_failed"] or 0),
-            ("JOBS LOST (must be 0)", v["jobs_lost"]),
-            ("effects applied", v["effects_applied"]),
-            ("EFFECTS APPLIED PER KEY, MAX (must be 1)", v["effects_applied_max_per_key"]),
-            (
-                "succeeded without exactly one effect (must be 0)",
-                v["succeeded_without_exactly_one_effect"],
-            ),
-            ("STALE RESULTS ACCEPTED (must be 0)", v["stale_results_accepted"]),
-            ("stale results rejected", v["stale_results_rejected"]),
-            ("stale effects refused by the fence", v["stale_effects_refused"]),
-            ("in-doubt effects replayed by the receiver", v["effects_replayed"]),
-            ("leases expired / reclaimed", f"{v['leases_expired']} / {v['leases_reclaimed']}"),
-            ("stages in doubt", v["stages_in_doubt"]),
-            ("parents (wait for a signal, spawn, wait, sleep)", v["parents"]),
-            ("parents succeeded", v["parents_succeeded"]),
-            ("PARENTS LOST (must be 0)", v["parents_lost"]),
-            ("CHILDREN PER PARENT SLOT (must be {1: all})", v["children_per_parent"] or "-"),
-            (
-                "signals sent / conflicts refused",
-                f"{v['signals_sent']} / {v['signal_conflicts_refused']}",
-            ),
-            ("SIGNALS APPLIED TWICE (must be 0)", v["signals_applied_twice"]),
-            ("parent suspensions (job_waiting)", v["parent_waits"]),
-            ("ownership unknown (events)", v["ownership_unknown"]),
-            (
-                "faults injected",
-                ", ".join(f"{k} {n}" for k, n in sorted(v["faults_injected"].items())) or "none",
-            ),
-            (
-                "time to drain",
-                "did not drain" if v["time_to_drain_s"] is None else f"{v['time_to_drain_s']} s",
-            ),
-            ("run (faults + drain)", f"{v['duration_s']} s"),
-        ]
-        pair = v.get("pair")
-        if pair:
-            rows += [
-                ("replication", pair["replication"]),
-                ("failovers / switchovers", f"{pair['failovers']} / {pair['switchovers']}"),
-                ("TOKENS HANDED OUT TWICE (must be 0)", pair["tokens_handed_out_twice"]),
-                ("submits acknowledged during the run", pair["submits_acknowledged_during_run"]),
-                ("acknowledged submits lost", pair["acknowledged_submits_lost"]),
-                ("s from switch to first claim", pair["seconds_to_first_claim_after_switch"]),
-                ("s from switch to first submit", pair["seconds_to_first_submit_after_switch"]),
-            ]
-        width = max(len(name) for name, _ in rows)
-        self.out.write("\n")
-        for name, value in rows:
-            self.out.write(f"  {name:<{width}}  {value}\n")
-        for kind, reason in sorted(v["faults_not_applicable"].items()):
-            self.out.write(f"  (no {kind}: {reason})\n")
-        self.out.write("\n")
-        for name, ok in figures.checks:
-            self.out.write(f"  {'ok  ' if ok else 'FAIL'}  {name}\n")
-        self.out.write(
-            f"\n  {'all guarantees held' if figures.ok else 'A GUARANTEE FAILED'}"
-            f" (workspace {v['workspace']})\n"
-        )

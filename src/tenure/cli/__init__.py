@@ -329,9 +329,10 @@ def _add_process_commands(sub: Any) -> None:
         cmd_chaos,
         "run jobs through worker processes under random faults and check the guarantees",
         "Kill, pause, partition and skew worker processes (and restart the database when the "
-        "harness started it: --db embedded; or fail over a primary/standby pair it starts: "
-        "--faults failover,switchover) while jobs run; then count what must hold. Exits 1 if "
-        "a job was lost, an effect applied twice or a stale result accepted.",
+        "harness started it: --db embedded; or fail over a primary/standby pair it starts, or "
+        "start its last base backup as it is: --faults failover,switchover,restore) while jobs "
+        "run; then count what must hold. Exits 1 if a job was lost, an effect applied twice, a "
+        "stale result accepted, a token handed out or accepted twice, or a worker exited.",
     )
     p.add_argument("--jobs", type=int, default=200)
     p.add_argument("--workers", type=int, default=3)
@@ -340,8 +341,8 @@ def _add_process_commands(sub: Any) -> None:
     p.add_argument(
         "--faults",
         default="kill,pause,partition,restart,skew",
-        help="comma-separated: kill, pause, partition, restart, skew; failover and switchover "
-        "start a primary/standby pair of their own (see --replication)",
+        help="comma-separated: kill, pause, partition, restart, skew; failover, switchover and "
+        "restore start a primary/standby pair of their own (see --replication)",
     )
     p.add_argument(
         "--replication",

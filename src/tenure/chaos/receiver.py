@@ -1,0 +1,132 @@
+"""The receiver of a chaos run: payments and receipts behind a `FenceGuard` on a database of
+its own (never failed over, never restored), over HTTP on loopback. It reads the fence headers
+a worker sends (`tenure.fence.headers`, `X-Execution-Claim` included), answers a refusal the way
+`FenceMiddleware` does (409 `stale_fence` or `fence_conflict`, with the receiver's highest
+token), and records every command with the claim it came from, so that a token accepted from
+two claims is counted outside the ledger's database."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tenure.errors import StaleFence, StoreUnavailable, TenureError, error_body
+from tenure.fence import FenceGuard
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command the receiver decided on."""
+
+    at: float
+    what: str  # applied | replayed | refused | conflict
+    scope: str
+    fence: int
+    key: str
+    claim: str | None
+
+
+@dataclass
+class Receiver:
+    """Commands (payments, receipts) behind a guard; `commands` is what it did, in order."""
+
+    guard: FenceGuard
+    commands: list[Command] = field(default_factory=list)
+    paid: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def handle(
+        self, scope: str, fence: int, key: str, claim: str | None, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """Run a command once per key under its fence; the HTTP status and JSON answer."""
+
+        def pay() -> dict[str, Any]:
+            with self._lock:
+                self.paid += 1
+                payment = {"payment_id": f"pay-{self.paid}", "fence": fence, **body}
+                self.commands.append(Command(time.time(), "applied", scope, fence, key, claim))
+            return payment
+
+        try:
+            result, replayed = self.guard.apply_with_status(scope, fence, key, pay, claim=claim)
+        except StaleFence as exc:  # FenceConflict too: each with its own code
+            what = "refused" if exc.error_code == StaleFence.error_code else "conflict"
+            self._record(what, scope, fence, key, claim)
+            answer = error_body(
+                exc.error_code, str(exc), scope=scope, fence=fence, highest=exc.highest
+            )
+            return exc.http_status, answer
+        except StoreUnavailable as exc:
+            return exc.http_status, error_body(exc.error_code, str(exc))
+        except TenureError as exc:
+            return 400, error_body("bad_fence_headers", str(exc))
+        if replayed:
+            self._record("replayed", scope, fence, key, claim)
+        return 201, result if isinstance(result, dict) else {"result": result}
+
+    def accepted_twice(self) -> int:
+        """Tokens (per scope) whose commands ran for more than one claim: two holders of one
+        token both acted. A command sent without a claim names no holder and is not counted
+        (`count("unclaimed")` says how many ran so)."""
+        holders: dict[tuple[str, int], set[str]] = defaultdict(set)
+        for command in self.commands:
+            if command.what == "applied" and command.claim is not None:
+                holders[(command.scope, command.fence)].add(command.claim)
+        return sum(1 for claims in holders.values() if len(claims) > 1)
+
+    def count(self, what: str) -> int:
+        """Commands by what was done with them; `"unclaimed"`: applied without a claim."""
+        if what == "unclaimed":
+            return sum(c.what == "applied" and c.claim is None for c in self.commands)
+        return sum(command.what == what for command in self.commands)
+
+    def _record(self, what: str, scope: str, fence: int, key: str, claim: str | None) -> None:
+        with self._lock:
+            self.commands.append(Command(time.time(), what, scope, fence, key, claim))
+
+
+class ReceiverServer:
+    """`Receiver` over HTTP on 127.0.0.1 (a free port), on a background thread."""
+
+    def __init__(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    status, answer = receiver.handle(
+                        self.headers["X-Execution-Scope"],
+                        int(self.headers["X-Execution-Fence"]),
+                        self.headers["Idempotency-Key"],
+                        self.headers.get("X-Execution-Claim"),
+                        body,
+                    )
+                except (TypeError, ValueError, KeyError) as exc:
+                    status, answer = 400, error_body("bad_fence_headers", str(exc))
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
