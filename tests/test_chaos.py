@@ -20,6 +20,7 @@ import tenure
 from tenure.chaos.harness import Harness, Options
 from tenure.chaos.receiver import Receiver
 from tenure.fence import FenceGuard, raise_for_refusal
+from tenure.testing.fenced import FencedCommand
 from tenure.testing.pair import PairError
 from tests.support.waiting import poll
 
@@ -60,14 +61,18 @@ def test_the_chaos_receiver_refuses_a_second_holder_of_a_token(tmp_path: Path) -
     worker's `raise_for_refusal` reads back), and no token is counted as accepted twice."""
     with FenceGuard(f"sqlite:///{tmp_path / 'receiver.db'}") as guard:
         receiver = Receiver(guard)
-        status, _ = receiver.handle("job-1", 7, "tool-job:job-1:charge", "claim-a", {})
+
+        def command(effect: str, claim: str) -> FencedCommand:
+            return FencedCommand("/orders", "job-1", 7, f"tool-job:job-1:{effect}", claim, {})
+
+        status, _ = receiver.handle(command("charge", "claim-a"))
         assert status == 201
-        status, answer = receiver.handle("job-1", 7, "tool-job:job-1:receipt", "claim-b", {})
+        status, answer = receiver.handle(command("receipt", "claim-b"))
         assert status == 409
         with pytest.raises(tenure.FenceConflict) as refused:
             raise_for_refusal(status, answer)
         assert refused.value.highest == 7
-        status, _ = receiver.handle("job-1", 7, "tool-job:job-1:receipt", "claim-a", {})
+        status, _ = receiver.handle(command("receipt", "claim-a"))
         assert status == 201
         assert receiver.accepted_twice() == 0
         assert [c.what for c in receiver.commands] == ["applied", "conflict", "applied"]

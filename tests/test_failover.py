@@ -5,7 +5,6 @@ multi-host URL."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
@@ -19,8 +18,9 @@ import pytest
 import tenure
 from tenure.fence import FenceGuard
 from tenure.storage.postgres.urls import build_conninfo
-from tenure.testing.pair import PairError, ReplicaPair
+from tenure.testing.pair import ReplicaPair
 from tests.support.cli import tenure_process
+from tests.support.pairs import started_pair
 from tests.support.service import free_port
 from tests.support.tokens import micros
 from tests.support.waiting import poll, until_db_time_passes
@@ -35,28 +35,16 @@ def clock_us(ledger: tenure.Ledger) -> int:
     return micros(ledger.now())
 
 
-def start_pair(*, synchronous: bool) -> Iterator[ReplicaPair]:
-    try:
-        pair = ReplicaPair(synchronous=synchronous)
-    except PairError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(exc))
-    try:
-        pair.start()
-        yield pair
-    finally:
-        pair.close()
-
-
 @pytest.fixture
 def async_pair() -> Iterator[ReplicaPair]:
-    yield from start_pair(synchronous=False)
+    with started_pair(synchronous=False) as pair:
+        yield pair
 
 
 @pytest.fixture
 def sync_pair() -> Iterator[ReplicaPair]:
-    yield from start_pair(synchronous=True)
+    with started_pair(synchronous=True) as pair:
+        yield pair
 
 
 def claim_on_new_primary(ledger: tenure.Ledger, owner: str, kind: str) -> tenure.Lease:

@@ -9,10 +9,8 @@ tests.test_job_missing:app`); they talk to the test through marker files in $TEN
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +21,10 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.testing.process import spawn_worker, wait_started
 from tests.support.databases import direct
-from tests.support.processes import ROOT
 from tests.support.timing import FAST
 from tests.support.waiting import poll
+from tests.support.workers import LoggedWorker
 
 pytestmark = pytest.mark.slow
 
@@ -99,39 +96,9 @@ def delete_job(url: str, job_id: str) -> None:
         conn.execute("DELETE FROM tenure_jobs WHERE id = %s", (job_id,))
 
 
-class Worker:
-    """One `tenure worker tests.test_job_missing:app` process and its JSON log."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.log = folder / "worker.log"
-        self.proc = spawn_worker(
-            "tests.test_job_missing:app",
-            url,
-            self.log,
-            "--poll",
-            "0.05",
-            env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
-            cwd=ROOT,
-        )
-        wait_started(self.proc, self.log)
-
-    def events(self) -> list[dict[str, Any]]:
-        lines = self.log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            return self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-
 @pytest.fixture
-def worker(db_url: str, tmp_path: Path) -> Iterator[Worker]:
-    process = Worker(db_url, tmp_path)
+def worker(db_url: str, tmp_path: Path) -> Iterator[LoggedWorker]:
+    process = LoggedWorker("tests.test_job_missing:app", db_url, tmp_path)
     yield process
     process.stop()
 
@@ -149,7 +116,7 @@ def lose_the_running_job(
 
 
 def assert_worker_went_on(
-    ledger: tenure.Ledger, worker: Worker, lost: str, nxt: str
+    ledger: tenure.Ledger, worker: LoggedWorker, lost: str, nxt: str
 ) -> dict[str, Any]:
     """The next job succeeded, the worker lived and stops cleanly; returns its last line."""
     job = poll(lambda: (j := ledger.get(nxt)).terminal and j, 30, "the next job to end")
@@ -168,7 +135,7 @@ def assert_worker_went_on(
 
 
 def test_a_renewal_that_finds_the_job_gone_stops_that_attempt_only(
-    ledger: tenure.Ledger, db_url: str, worker: Worker, tmp_path: Path
+    ledger: tenure.Ledger, db_url: str, worker: LoggedWorker, tmp_path: Path
 ) -> None:
     """The lease keeper's renewal finds no row: the attempt is told to stop with reason
     job_missing (its ctx.cancel_reason), and the worker completes the next job."""
@@ -188,7 +155,7 @@ def test_a_renewal_that_finds_the_job_gone_stops_that_attempt_only(
 
 
 def test_a_stage_write_that_finds_the_job_gone_stops_that_attempt_only(
-    ledger: tenure.Ledger, db_url: str, worker: Worker, tmp_path: Path
+    ledger: tenure.Ledger, db_url: str, worker: LoggedWorker, tmp_path: Path
 ) -> None:
     """The handler records a step after its row was deleted (before any renewal): a lost lease
     with reason job_missing, not an error that kills the worker; the next job completes."""
@@ -199,7 +166,7 @@ def test_a_stage_write_that_finds_the_job_gone_stops_that_attempt_only(
 
 
 def test_a_result_for_a_job_gone_is_rejected_and_the_worker_goes_on(
-    ledger: tenure.Ledger, db_url: str, worker: Worker, tmp_path: Path
+    ledger: tenure.Ledger, db_url: str, worker: LoggedWorker, tmp_path: Path
 ) -> None:
     """The handler returns after its row was deleted (before any renewal): the committer's
     publish finds no row, a rejected result (a lost lease, not a handler's error); the worker
@@ -210,7 +177,7 @@ def test_a_result_for_a_job_gone_is_rejected_and_the_worker_goes_on(
 
 
 def test_a_failed_attempt_of_a_job_gone_stops_that_attempt_only(
-    ledger: tenure.Ledger, db_url: str, worker: Worker, tmp_path: Path
+    ledger: tenure.Ledger, db_url: str, worker: LoggedWorker, tmp_path: Path
 ) -> None:
     """The handler raises after its row was deleted: writing the failed attempt finds no row,
     a lost lease with reason job_missing, not a dead worker; the next job completes."""

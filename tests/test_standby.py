@@ -6,24 +6,21 @@ pair (`pg_basebackup -R`)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import tenure
 from tenure import JobState
-from tenure.testing.pair import PairError, ReplicaPair
+from tenure.testing.pair import ReplicaPair
 from tenure.testing.pooler import PgBouncer, PoolerError
-from tenure.testing.process import spawn_worker
 from tenure.testing.proxy import TcpProxy, proxy_to
-from tests.support.processes import ROOT
+from tests.support.pairs import started_pair
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
+from tests.support.workers import LoggedWorker
 
 pytestmark = [pytest.mark.failover, pytest.mark.postgres, pytest.mark.slow]
 
@@ -32,21 +29,12 @@ pytestmark = [pytest.mark.failover, pytest.mark.postgres, pytest.mark.slow]
 def pair() -> Iterator[ReplicaPair]:
     """An asynchronous pair whose primary holds tenure's tables, a job and a tenant (its key in
     `KEYS`), all replayed on the standby."""
-    try:
-        pair = ReplicaPair(synchronous=False)
-    except PairError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(exc))
-    try:
-        pair.start()
+    with started_pair(synchronous=False) as pair:
         with tenure.connect(pair.node_url(pair.primary)) as ledger:
             ledger.submit("tick", {})
             KEYS["standby"] = ledger.create_tenant("standby")
         pair.wait_replayed()
         yield pair
-    finally:
-        pair.close()
 
 
 KEYS: dict[str, str] = {}
@@ -96,41 +84,6 @@ def test_a_standby_is_an_unavailable_database_not_a_bug(standby_url: str) -> Non
             assert "standby" in ready.json()["reason"]
 
 
-class WorkerProcess:
-    """`tenure worker tests.support.apps:app` on `url`, logging JSON lines to a file."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.log = folder / "worker.log"
-        self.proc = spawn_worker(
-            "tests.support.apps:app",
-            url,
-            self.log,
-            "--poll",
-            "0.05",
-            "--kinds",
-            "tick",
-            env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
-            cwd=ROOT,
-        )
-
-    def logged(self, event: str) -> list[dict[str, Any]]:
-        lines = self.log.read_text().splitlines() if self.log.exists() else []
-        found = [json.loads(line) for line in lines if line.startswith("{")]
-        return [entry for entry in found if entry["event"] == event]
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> int:
-        if self.alive():
-            self.proc.terminate()
-        try:
-            return self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-
 def point(proxy: TcpProxy, port: int) -> None:
     """Send the proxy's new connections to `port` (a moved address, a repointed pooler)."""
     proxy.upstream = ("127.0.0.1", port)
@@ -156,7 +109,14 @@ def test_a_worker_waits_out_a_standby_and_claims_from_the_primary(
         proxy_to(("127.0.0.1", standby.port)) as proxy,
         tenure.connect(pair.node_url(primary)) as ledger,
     ):
-        worker = WorkerProcess(f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres", tmp_path)
+        worker = LoggedWorker(
+            "tests.support.apps:app",
+            f"postgresql://postgres@127.0.0.1:{proxy.port}/postgres",
+            tmp_path,
+            "--kinds",
+            "tick",
+            started=False,
+        )
         try:
             poll(lambda: worker.logged("start_failed") or not worker.alive(), 30, "a failed start")
             assert worker.alive() and not worker.logged("worker_started")

@@ -6,7 +6,6 @@ replication is cut, so that every commit waits."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,7 +16,8 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.testing.pair import PairError, ReplicaPair
+from tenure.testing.pair import ReplicaPair
+from tests.support.pairs import started_pair
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
 
@@ -28,19 +28,10 @@ pytestmark = [pytest.mark.failover, pytest.mark.postgres, pytest.mark.slow]
 def cut_sync_pair() -> Iterator[ReplicaPair]:
     """A synchronous pair with tenure's tables on it, its replication then cut: every commit
     on the primary waits for a standby that hears nothing."""
-    try:
-        pair = ReplicaPair(synchronous=True)
-    except PairError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(exc))
-    try:
-        pair.start()
+    with started_pair(synchronous=True) as pair:
         tenure.connect(pair.node_url(pair.primary)).close()
         pair.cut_replication()
         yield pair
-    finally:
-        pair.close()
 
 
 def in_background(call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:

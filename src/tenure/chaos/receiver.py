@@ -7,16 +7,15 @@ two claims is counted outside the ledger's database."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tenure.errors import StaleFence, StoreUnavailable, TenureError, error_body
+from tenure.errors import StaleFence
 from tenure.fence import FenceGuard
+from tenure.testing.fenced import FencedCommand, FencedServer, refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,15 +39,14 @@ class Receiver:
     paid: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def handle(
-        self, scope: str, fence: int, key: str, claim: str | None, body: dict[str, Any]
-    ) -> tuple[int, dict[str, Any]]:
+    def handle(self, command: FencedCommand) -> tuple[int, Any]:
         """Run a command once per key under its fence; the HTTP status and JSON answer."""
+        scope, fence, key, claim = command.scope, command.fence, command.key, command.claim
 
         def pay() -> dict[str, Any]:
             with self._lock:
                 self.paid += 1
-                payment = {"payment_id": f"pay-{self.paid}", "fence": fence, **body}
+                payment = {"payment_id": f"pay-{self.paid}", "fence": fence, **command.body}
                 self.commands.append(Command(time.time(), "applied", scope, fence, key, claim))
             return payment
 
@@ -57,14 +55,7 @@ class Receiver:
         except StaleFence as exc:  # FenceConflict too: each with its own code
             what = "refused" if exc.error_code == StaleFence.error_code else "conflict"
             self._record(what, scope, fence, key, claim)
-            answer = error_body(
-                exc.error_code, str(exc), scope=scope, fence=fence, highest=exc.highest
-            )
-            return exc.http_status, answer
-        except StoreUnavailable as exc:
-            return exc.http_status, error_body(exc.error_code, str(exc))
-        except TenureError as exc:
-            return 400, error_body("bad_fence_headers", str(exc))
+            return refusal(command, exc)
         if replayed:
             self._record("replayed", scope, fence, key, claim)
         return 201, result if isinstance(result, dict) else {"result": result}
@@ -90,43 +81,9 @@ class Receiver:
             self.commands.append(Command(time.time(), what, scope, fence, key, claim))
 
 
-class ReceiverServer:
+class ReceiverServer(FencedServer):
     """`Receiver` over HTTP on 127.0.0.1 (a free port), on a background thread."""
 
     def __init__(self, receiver: Receiver) -> None:
         self.receiver = receiver
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                    status, answer = receiver.handle(
-                        self.headers["X-Execution-Scope"],
-                        int(self.headers["X-Execution-Fence"]),
-                        self.headers["Idempotency-Key"],
-                        self.headers.get("X-Execution-Claim"),
-                        body,
-                    )
-                except (TypeError, ValueError, KeyError) as exc:
-                    status, answer = 400, error_body("bad_fence_headers", str(exc))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        super().__init__(receiver.handle)

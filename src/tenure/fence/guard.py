@@ -251,29 +251,35 @@ class _Command:
         return cls(scope, fence, key, claim)
 
 
+# Why each refused command is refused: its exception, and what the message says of its fence.
+_REFUSALS: dict[Action, tuple[type[StaleFence], str]] = {
+    Action.STALE: (
+        StaleFence,
+        "is below the highest accepted ({highest}): a newer owner has acted",
+    ),
+    Action.CONFLICT: (
+        FenceConflict,
+        "was accepted from another claim: two holders of one token (a database that lost part "
+        "of its history)",
+    ),
+}
+
+
 def _settled(decision: Decision, command: _Command, span: tracing.FenceSpan) -> tuple[JSON, bool]:
     """A command that does not run: refused (stale or a second holder), or replayed."""
+    refused = _REFUSALS.get(decision.action)
+    if refused is None:
+        span.outcome("replayed")
+        return decision.result, True
+    error, why = refused
     scope, fence, highest = command.scope, command.fence, decision.highest
-    if decision.action is Action.STALE:
-        span.stale(fence, highest)
-        raise StaleFence(
-            f"fence {fence} for {scope!r} is below the highest accepted ({highest}): "
-            "a newer owner has acted; this command is refused",
-            highest=highest,
-            scope=scope,
-            fence=fence,
-        )
-    if decision.action is Action.CONFLICT:
-        span.stale(fence, highest)
-        raise FenceConflict(
-            f"fence {fence} for {scope!r} was accepted from another claim: two holders of "
-            "one token (a database that lost part of its history); this command is refused",
-            highest=highest,
-            scope=scope,
-            fence=fence,
-        )
-    span.outcome("replayed")
-    return decision.result, True
+    span.stale(fence, highest)
+    raise error(
+        f"fence {fence} for {scope!r} {why.format(highest=highest)}; this command is refused",
+        highest=highest,
+        scope=scope,
+        fence=fence,
+    )
 
 
 class JobReader(Protocol):
