@@ -21,6 +21,7 @@ from tenure.errors import InvalidArgument, LeaseLost
 from tenure.testing.process import spawn_worker, wait_started
 from tests.support.processes import ROOT
 from tests.support.timing import FAST
+from tests.support.tokens import claimed
 from tests.support.waiting import poll
 
 
@@ -465,9 +466,9 @@ def test_a_retriever_without_permission_functions_is_refused(
 def test_a_worker_killed_after_retrieving_resumes_only_if_its_evidence_holds(
     db_url: str, tmp_path: Path
 ) -> None:
-    """Real processes: worker A retrieves (its evidence written with token 1) and is SIGKILLed
-    inside the next step. A document of one job changes meanwhile: worker B refuses that
-    resume (`evidence_changed`); the other job resumes and its evidence is B's (token 2)."""
+    """Real processes: worker A retrieves (its evidence written with its claim's token) and is
+    SIGKILLed inside the next step. A document of one job changes meanwhile: worker B refuses
+    that resume (`evidence_changed`); the other job resumes and its evidence is B's token."""
     (tmp_path / "library.json").write_text(json.dumps({"alpha": "v1", "beta": "v1"}))
     ledger = tenure.connect(db_url)
     env = {"TENURE_TEST_KILL_AT": "cite_drafting"}
@@ -478,9 +479,10 @@ def test_a_worker_killed_after_retrieving_resumes_only_if_its_evidence_holds(
         # A is inside one job's draft; the other job waits for a slot (concurrency 1).
         first = next(j for j in (changed, kept) if ledger.get(j).step == 0
                      and ledger.stages(j))  # fmt: skip
+        (a_token,) = claimed(ledger, first)
         assert [(doc(e).source, e.token) for e in ledger.evidence(first)] == [
-            ("lib://alpha", 1),
-            ("lib://beta", 1),
+            ("lib://alpha", a_token),
+            ("lib://beta", a_token),
         ]
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
