@@ -103,14 +103,21 @@ def test_jobs_ride_through_a_patroni_switchover_and_a_dead_leader(
 
         poll(ended, 180, "every acknowledged job to end")
         jobs = [ledger.get(job_id) for job_id in submitter.acknowledged]
+        tallied = Counter((tmp_path / "tally").read_text().split())
+        # A submit refused because its answer was lost (the leader died with the commit made)
+        # may still have committed: such a job runs too, once, and is no acknowledged one's.
+        unacknowledged = {key.split(":")[1] for key in tallied} - set(submitter.acknowledged)
+        extra = [ledger.get(job_id) for job_id in unacknowledged]
     print(
-        f"\npatroni: {len(jobs)} acknowledged, refused {dict(submitter.refused)}, "
+        f"\npatroni: {len(jobs)} acknowledged, refused {dict(submitter.refused)} "
+        f"({len(extra)} of them committed all the same), "
         f"submits again {recovered:.1f}s after the leader was killed"
     )
     assert [job.state for job in jobs] == [tenure.JobState.SUCCEEDED] * len(jobs)
     assert all(job.result["token"] == job.fencing_token for job in jobs)
-    tallied = Counter((tmp_path / "tally").read_text().split())
-    assert set(tallied) == {f"tool-job:{job.id}:tally" for job in jobs}
+    assert set(tallied) >= {f"tool-job:{job.id}:tally" for job in jobs}
+    assert len(extra) <= sum(submitter.refused.values())
+    assert all(job.state is tenure.JobState.SUCCEEDED for job in extra)
     assert max(tallied.values()) == 1
     holders: dict[tuple[str, str], set[str]] = {}
     for line in (tmp_path / "claims").read_text().splitlines():
