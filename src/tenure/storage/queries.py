@@ -14,7 +14,8 @@ from importlib import resources
 from typing import LiteralString, cast
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-_GUARD = re.compile(r"^--\s*guard:\s*(\w+)\s*$", re.MULTILINE)
+# `-- guard: lease (model: ACTION)`: the guard, and the action of model/tenure.pml it is.
+_GUARD = re.compile(r"^--\s*guard:\s*(\w+)(?:\s+\(model:\s*\w+\))?\s*$", re.MULTILINE)
 # What every lease-guarded block must say (invariant 4), in either dialect's spelling.
 LEASE_PREDICATE = ("'running'", "owner_id", "fencing_token", "lease_until >")
 

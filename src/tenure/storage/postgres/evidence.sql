@@ -4,7 +4,7 @@
 -- cache per tenant, the class versions apps declare.
 
 -- name: record_evidence
--- guard: lease
+-- guard: lease (model: record)
 -- One row per reference and job: a later attempt recording it again takes it over (its token).
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (

@@ -1,7 +1,7 @@
 -- The PostgreSQL store's named queries for leases: claim and publish (one exchange), renew, fail, release, cancel, requeue, and the fair claim (conventions: jobs.sql).
 
 -- name: exchange
--- guard: lease
+-- guard: lease (model: complete)
 -- One statement publishes a batch of results (each guarded by its lease) and
 -- claims the next jobs: a busy worker pays one round trip and one commit for both. A plain
 -- claim passes no results; a plain batch of completes claims nothing (no kinds, limit 0).
@@ -169,7 +169,7 @@ FROM done
 ORDER BY outcome, priority DESC, seq;
 
 -- name: extend_many
--- guard: lease
+-- guard: lease (model: extend)
 -- `held` maps each job id to [owner, token, seconds]; rows are found by primary key (id = ANY)
 -- and checked against the map: no join, so the cost stays linear in the batch (10,000 leases
 -- in one statement) whatever plan the statistics suggest.
@@ -186,7 +186,7 @@ WHERE j.id = ANY (%(job_ids)s::uuid[]) AND j.state || '' = 'running'
 RETURNING j.id::text AS id, j.lease_until;
 
 -- name: fail
--- guard: lease
+-- guard: lease (model: fail)
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 failed AS (
     UPDATE tenure_jobs j
@@ -228,7 +228,7 @@ logged AS (
 SELECT id::text AS id, state FROM failed;
 
 -- name: release
--- guard: lease
+-- guard: lease (model: release)
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 released AS (
     UPDATE tenure_jobs j

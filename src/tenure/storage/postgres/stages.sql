@@ -1,7 +1,7 @@
 -- The PostgreSQL store's named queries for stages: the write-ahead records of steps and effects, and the checkpoint (conventions: jobs.sql).
 
 -- name: save_step
--- guard: lease
+-- guard: lease (model: record)
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 saved AS (
     UPDATE tenure_jobs j
@@ -24,7 +24,7 @@ WHERE job_id = %(job_id)s::uuid
 ORDER BY position;
 
 -- name: stage_start
--- guard: lease
+-- guard: lease (model: record)
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
     UPDATE tenure_jobs j
@@ -61,7 +61,7 @@ logged AS (
 SELECT id::text AS id FROM owned;
 
 -- name: stage_raised
--- guard: lease
+-- guard: lease (model: record)
 -- A step whose function raised: its `started` record goes (the next attempt runs it afresh,
 -- not in doubt: nothing was left half done by a dead worker) and `step_failed` says why.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -86,7 +86,7 @@ logged AS (
 SELECT id::text AS id FROM owned;
 
 -- name: stage_done
--- guard: lease
+-- guard: lease (model: record)
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
     UPDATE tenure_jobs j

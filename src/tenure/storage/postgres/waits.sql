@@ -43,7 +43,7 @@ SELECT payload_sha256 AS existing FROM tenure_signals
 WHERE job_id = %(job_id)s::uuid AND name = %(name)s;
 
 -- name: wait__lock
--- guard: lease
+-- guard: lease (model: wait)
 -- The job's row, locked; the next statements of the transaction see everything committed
 -- before the lock was granted (a signal or a child's end included).
 SELECT j.wait, clock_timestamp() AS now
@@ -60,7 +60,7 @@ SELECT id::text AS id, state, result, error FROM tenure_jobs
 WHERE parent_id = %(job_id)s::uuid AND id = ANY (%(ids)s::uuid[]);
 
 -- name: wait__settle
--- guard: lease
+-- guard: lease (model: wait)
 -- The wait's outcome is recorded as a done stage and the cursor moves past it.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 owned AS (
@@ -88,7 +88,7 @@ logged AS (
 SELECT id::text AS id FROM owned;
 
 -- name: wait__suspend
--- guard: lease
+-- guard: lease (model: wait)
 -- Suspend: no lease, no owner, the attempt given back (resuming spends none); claimable again
 -- at `until` (a timer or timeout), or when a signal or child sets run_after to now.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),

@@ -4,7 +4,7 @@
 -- cache per tenant, the class versions apps declare.
 
 -- name: record_evidence
--- guard: lease
+-- guard: lease (model: record)
 -- One row per reference and job: a later attempt recording it again takes it over (its token).
 INSERT INTO tenure_evidence (job_id, seq, ref_sha256, type, ref, retriever, token, attempt, at)
 SELECT id, (SELECT COALESCE(max(seq), 0) + 1 FROM tenure_evidence WHERE job_id = :job_id),

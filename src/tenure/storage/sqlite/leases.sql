@@ -76,7 +76,7 @@ RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step,
           lease_until, wait, variant, labels, traceparent, principal, :now AS claimed_at;
 
 -- name: extend_many
--- guard: lease
+-- guard: lease (model: extend)
 UPDATE tenure_jobs
 SET lease_until = :now + :lease_seconds, heartbeat_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -84,7 +84,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id, lease_until;
 
 -- name: exchange__complete
--- guard: lease
+-- guard: lease (model: complete)
 UPDATE tenure_jobs
 SET state = 'succeeded', result = :result, lease_until = NULL, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -92,7 +92,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id, parent_id;
 
 -- name: fail
--- guard: lease
+-- guard: lease (model: fail)
 UPDATE tenure_jobs
 SET state = CASE WHEN :retry_delay IS NOT NULL AND attempt < max_attempts
                  THEN 'queued' ELSE 'failed' END,
@@ -108,7 +108,7 @@ WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
 RETURNING id, state, attempt, run_after, parent_id;
 
 -- name: release
--- guard: lease
+-- guard: lease (model: release)
 UPDATE tenure_jobs
 SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
     run_after = :now, updated_at = :now

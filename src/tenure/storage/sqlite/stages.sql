@@ -1,7 +1,7 @@
 -- The SQLite store's named queries for stages: the write-ahead records of steps and effects, and the checkpoint (conventions: jobs.sql).
 
 -- name: save_step
--- guard: lease
+-- guard: lease (model: record)
 UPDATE tenure_jobs
 SET step = :step, checkpoint = :checkpoint, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -15,7 +15,7 @@ WHERE job_id = :job_id
 ORDER BY position;
 
 -- name: stage_start
--- guard: lease
+-- guard: lease (model: record)
 UPDATE tenure_jobs
 SET updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -38,7 +38,7 @@ SET status = 'started', token = excluded.token, started_at = excluded.started_at
     result = NULL, finished_at = NULL;
 
 -- name: stage_raised
--- guard: lease
+-- guard: lease (model: record)
 UPDATE tenure_jobs
 SET updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -50,7 +50,7 @@ DELETE FROM tenure_stages
 WHERE job_id = :job_id AND position = :position AND status = 'started' AND kind = 'step';
 
 -- name: stage_done
--- guard: lease
+-- guard: lease (model: record)
 UPDATE tenure_jobs
 SET step = :position + 1, updated_at = :now, checkpoint = COALESCE(:checkpoint, checkpoint)
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id

@@ -19,7 +19,7 @@ VALUES (:job_id, :name, :payload, :payload_sha256, :now);
 UPDATE tenure_jobs SET run_after = :now WHERE id = :job_id AND state = 'waiting';
 
 -- name: wait__lock
--- guard: lease
+-- guard: lease (model: wait)
 SELECT wait, :now AS now FROM tenure_jobs
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now;
@@ -32,7 +32,7 @@ SELECT id, state, result, error FROM tenure_jobs
 WHERE parent_id = :job_id AND id IN (SELECT value FROM json_each(:ids));
 
 -- name: wait__settle
--- guard: lease
+-- guard: lease (model: wait)
 UPDATE tenure_jobs
 SET step = :position + 1, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
@@ -52,7 +52,7 @@ INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
 VALUES (:job_id, 'step_done', :now, :token, :owner_id, :detail);
 
 -- name: wait__suspend
--- guard: lease
+-- guard: lease (model: wait)
 UPDATE tenure_jobs
 SET state = 'waiting', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
     wait = :wait, updated_at = :now, run_after = COALESCE(:until, 253370764800.0)
