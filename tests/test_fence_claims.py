@@ -203,6 +203,17 @@ def test_the_middleware_refuses_a_second_holder_with_409(served: str) -> None:
         assert not isinstance(below.value, tenure.FenceConflict) and below.value.highest == 7
     raise_for_refusal(409, b'{"error": {"code": "signal_conflict"}}')
     raise_for_refusal(409, b"not json")
+    # Not a refusal in FenceMiddleware's shape: nothing raised, whatever the body.
+    nasties: list[bytes | str | dict[str, Any] | None] = [
+        b"[" * 100_000,
+        b"\xff\xfe",
+        '{"error": "\ud800"}',
+        b"\x00",
+        None,
+        {"error": []},
+    ]
+    for nasty in nasties:
+        raise_for_refusal(409, nasty)
     raise_for_refusal(500, b'{"error": {"code": "stale_fence"}}')
 
 

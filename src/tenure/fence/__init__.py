@@ -75,7 +75,7 @@ def _error_of(body: bytes | str | Mapping[str, Any] | None) -> Mapping[str, Any]
     if isinstance(body, (bytes, str)):
         try:
             body = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return {}
     error = body.get("error") if isinstance(body, Mapping) else None
     return error if isinstance(error, Mapping) else {}
