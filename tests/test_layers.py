@@ -16,8 +16,30 @@ MAX_LINES = 600
 # new import across layers is a decision made here. Every part has a row. FACE marks the
 # package face (`import tenure`), for code written as a user writes it (the demo, chaos).
 FACE = "tenure"
-GROUND = {"errors", "_version", "keys", "logs", "extras", "checks", "clock", "awaitable", "asgi"}
-DOMAIN = {"validation", "labels", "evidence", "asking", "types", "waits", "retrieval", "tooltypes"}
+GROUND = {
+    "errors",
+    "_version",
+    "keys",
+    "logs",
+    "extras",
+    "checks",
+    "clock",
+    "awaitable",
+    "asgi",
+    "pages",
+}
+DOMAIN = {
+    "validation",
+    "labels",
+    "evidence",
+    "asking",
+    "types",
+    "waits",
+    "retrieval",
+    "tooltypes",
+    "timeline",
+    "runtree",
+}
 ALLOWED: dict[str, set[str]] = {
     **{part: set() for part in GROUND},
     "validation": {"errors"},
@@ -26,6 +48,8 @@ ALLOWED: dict[str, set[str]] = {
     "tooltypes": {"errors"},
     "asking": {"errors", "validation"},
     "types": {"evidence"},
+    "timeline": {"types"},
+    "runtree": {"errors", "types"},
     "waits": {"asking", "errors", "types"},
     "retrieval": {"errors", "evidence", "validation"},
     "tracing": {"_version", "errors", "types"},
@@ -41,7 +65,7 @@ ALLOWED: dict[str, set[str]] = {
     "integrations": GROUND | DOMAIN | {"app", "client", "ledger"},
     "mcp": GROUND | DOMAIN | {"app", "integrations", "ledger"},
     "service": GROUND | DOMAIN | {"ledger", "storage"},
-    "demo": {FACE, "errors", "fence", "storage", "testing"},
+    "demo": {FACE, "errors", "fence", "pages", "runtree", "storage", "testing", "timeline"},
     "chaos": {FACE, "errors", "fence", "storage", "testing"},
     "cli": GROUND | DOMAIN | {"app", "chaos", "demo", "evaluation", "ledger", "mcp", "replay",
                               "runtime", "service", "storage"},

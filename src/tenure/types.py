@@ -61,6 +61,8 @@ class EventType(enum.StrEnum):
     CHILD_SPAWNED = "child_spawned"
     JOB_RESUMED = "job_resumed"
     EVIDENCE_RETRIEVED = "evidence_retrieved"
+    EFFECT_REFUSED = "effect_refused"
+    """A receiver refused the effect's command: a stale fence, or a second holder of one."""
 
 
 class CancelReason(enum.StrEnum):
@@ -179,6 +181,9 @@ class Event:
     """The job class's version the job was submitted under (`Job.version`)."""
     idempotency_key: str | None = None
     """The job's idempotency key; on an effect's events, the effect's key."""
+    timeline: int | None = None
+    """The PostgreSQL WAL timeline the event was written on (a failover starts a new one);
+    None on SQLite and for events written before schema version 15."""
 
 
 class StageKind(enum.StrEnum):

@@ -348,3 +348,25 @@ def cite(ctx: tenure.JobContext, payload: Any) -> Any:
     refs = ctx.retrieve("library", "anything")
     ctx.step("draft", lambda: kill_point("cite_drafting"))
     return [ref.source for ref in refs]
+
+
+# -- the run tree (tests/test_timeline_page.py) ----------------------------------------------
+@app.job("tree_leaf", **FAST)
+def tree_leaf(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A grandchild: reports what it spent, returns its number."""
+    ctx.report_cost(tokens=100, usd=0.002)
+    return {"leaf": payload["n"]}
+
+
+@app.job("tree_branch", spawns=["tree_leaf"], **FAST)
+def tree_branch(ctx: tenure.JobContext, payload: Any) -> Any:
+    """A child that spawns two leaves and waits for both."""
+    leaves = [ctx.spawn("tree_leaf", {"n": n}) for n in (1, 2)]
+    return {"leaves": sum(r["leaf"] for r in ctx.wait_job(leaves, timeout=120))}
+
+
+@app.job("tree_root", spawns=["tree_branch"], **FAST)
+def tree_root(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Three levels: this job, its branch, the branch's two leaves."""
+    branch = ctx.spawn("tree_branch", {})
+    return {"total": ctx.wait_job(branch, timeout=120)["leaves"]}

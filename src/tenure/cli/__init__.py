@@ -36,6 +36,7 @@ from tenure.cli.common import (
     EXIT_USAGE,
     UsageError,
     _url,
+    output_file,
     port_number,
     seconds_at_least,
 )
@@ -170,7 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--after", metavar="ID", help="continue after this job id")
-    add("events", cmd_events, "show a job's event timeline").add_argument("id")
+    p = add("events", cmd_events, "show a job's events, or its lease timeline")
+    p.add_argument("id")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="draw the lease timeline: one lane per claim (with --json: its JSON)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        type=output_file,
+        help="with --timeline: write it (and the run tree) as one offline HTML page",
+    )
     add("evidence", cmd_evidence, "show the references a job recorded").add_argument("id")
     add("cancel", cmd_cancel, "cancel a job (and its unfinished children)").add_argument("id")
     p = add("signal", cmd_signal, "send a job a signal (an approval, an answer): once per name")
@@ -322,6 +335,12 @@ def _add_process_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--keep", action="store_true", help="keep the workspace (databases, worker logs)"
+    )
+    p.add_argument(
+        "--timeline",
+        metavar="FILE",
+        type=output_file,
+        help="write the job's lease timeline as an offline HTML page",
     )
     p = _add_standalone(
         sub,

@@ -23,6 +23,7 @@ from tenure.cli.common import (
     print_rows,
     shown,
 )
+from tenure.cli.lives import show_timeline
 from tenure.evaluation import evaluate, golden_set, read_job_ids
 from tenure.evidence import Evidence
 from tenure.ledger import Ledger
@@ -135,6 +136,11 @@ def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_events(ledger: Ledger, args: argparse.Namespace) -> int:
+    if args.html is not None and not args.timeline:
+        raise UsageError("--html writes the timeline: give --timeline too")
+    if args.timeline:
+        return show_timeline(ledger, args.id, args.json, args.html)
+
     def line(event: Event) -> str:
         detail = " ".join(f"{k}={v}" for k, v in sorted(event.detail.items()))
         token = "-" if event.token is None else event.token

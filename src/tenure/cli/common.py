@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tenure.app import App
@@ -150,3 +151,14 @@ def seconds_at_least(minimum: float) -> Callable[[str], float]:
         return seconds
 
     return parse
+
+
+def output_file(text: str) -> Path:
+    """An argument naming a file to write: its folder must exist (argparse then says so and
+    exits 2, before anything runs)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: name a file to write")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {path.parent} to write {path.name} in")
+    return path

@@ -155,7 +155,7 @@ def _serve_worker_metrics(worker: Worker, port: int) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tenure.demo.run import run_demo
 
-    return run_demo(args.db, keep=args.keep)
+    return run_demo(args.db, keep=args.keep, page=args.timeline)
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:

@@ -19,9 +19,12 @@ from typing import Any, TextIO
 import tenure
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
+from tenure.pages import timeline_page
+from tenure.runtree import read_tree
 from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
 from tenure.testing.proxy import TcpProxy
+from tenure.timeline import read_timeline
 
 DEADLINE_SECONDS = 60.0
 COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
@@ -56,11 +59,18 @@ class Timeline:
             self.out.write(f"  {line.at - self.start:6.2f}s {label}  {line.text}\n")
 
 
-def run_demo(db: str | None, out: TextIO = sys.stdout, *, keep: bool = False) -> int:
+def run_demo(
+    db: str | None,
+    out: TextIO = sys.stdout,
+    *,
+    keep: bool = False,
+    page: Path | None = None,
+) -> int:
     """Play the story; return the exit code. The workspace (databases, worker logs) is
-    removed after a run that passed, unless `keep`; a failed run keeps it for its logs."""
+    removed after a run that passed, unless `keep`; a failed run keeps it for its logs. With
+    `page`, the job's lease timeline is written there as an offline HTML page."""
     demo = Demo(db, out)
-    code = demo.run()
+    code = demo.run(page)
     if code == 0 and not keep:
         shutil.rmtree(demo.folder, ignore_errors=True)
     elif code == 0:
@@ -84,7 +94,7 @@ class Demo:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.deadline = time.monotonic() + DEADLINE_SECONDS
 
-    def run(self) -> int:
+    def run(self, page: Path | None = None) -> int:
         self.out.write(
             f"tenure demo: database {self.url.rsplit('@', maxsplit=1)[-1]}\n"
             f"             workspace {self.folder}\n\n"
@@ -93,6 +103,9 @@ class Demo:
         try:
             job_id = self.play(ledger)
             job, events = ledger.get(job_id), ledger.events(job_id)
+            if page is not None:
+                timeline, tree = read_timeline(ledger, job_id), read_tree(ledger, job_id)
+                page.write_text(timeline_page(timeline.to_dict(), tree.to_dict()), "utf-8")
         except TimeoutError as exc:
             self.timeline.render()
             self.out.write(f"\nFAILED: {exc} (logs in {self.folder})\n")
@@ -111,7 +124,12 @@ class Demo:
             "Timeline (W1 red, W2 green, bank cyan):\n" if self.timeline.colour else "Timeline:\n"
         )
         self.timeline.render()
-        return _summary(self.out, job, events, self.bank, owners)
+        code = _summary(self.out, job, events, self.bank, owners)
+        if page is not None:
+            self.out.write(f"\nThe job's lease timeline, drawn: {page} (open it in a browser)\n")
+        else:
+            self.out.write("\nSee it drawn: tenure demo --timeline demo.html\n")
+        return code
 
     def play(self, ledger: tenure.Ledger) -> str:
         """W1 stalls between its check and its send; W2 takes over; W1 comes back."""
@@ -247,6 +265,8 @@ def _describe(event: tenure.Event) -> str:
         f"{token}, nothing published",
         "ownership_unknown": f"could not confirm its lease ({token}, {d.get('operation')}): "
         "starts no new effect",
+        "effect_refused": f"records that the bank refused its {d.get('name')!r} "
+        f"({d.get('code')}, bank's highest {d.get('highest')})",
         "job_retry_scheduled": f"attempt failed ({d.get('code')}), retry scheduled",
         "job_failed": f"job failed ({d.get('code')})",
     }

@@ -355,6 +355,8 @@ class Leases(Part):
         `timeout_seconds` (the class's stage timeout) the database can tell it is overdue."""
         check_int(position, "stage position", 0)
         check_name(name, "stage name")
+        if kind is StageKind.EFFECT and effect_key is None:
+            raise InvalidArgument(f"effect {name!r} needs its effect_key (what it sends)")
         detail_json = event_detail(position=position, name=name, **detail)
         done = self.guard(
             lease,

@@ -26,6 +26,7 @@ from tenure.errors import (
     NonRetryable,
     OwnershipUnknown,
     StageMismatch,
+    StaleFence,
     TenureError,
 )
 from tenure.evidence import DocumentRef, Reference
@@ -218,7 +219,12 @@ class JobContext:
         if plan.replayed:
             return self._replayed(plan)
         with self._span(plan):
-            return self._end(plan, fn(self._effect(plan)))
+            try:
+                result = fn(self._effect(plan))
+            except StaleFence as refusal:
+                self._effect_refused(plan, refusal)
+                raise
+            return self._end(plan, result)
 
     async def astep(self, name: str, fn: Callable[[], Any]) -> Any:
         """`step` for async handlers; `fn` may be sync (run in a thread) or async."""
@@ -239,7 +245,11 @@ class JobContext:
         if plan.replayed:
             return self._replayed(plan)
         with self._span(plan):
-            result = await _call(fn, self._effect(plan))
+            try:
+                result = await _call(fn, self._effect(plan))
+            except StaleFence as refusal:
+                await asyncio.to_thread(self._effect_refused, plan, refusal)
+                raise
             return await asyncio.to_thread(self._end, plan, result)
 
     # -- runs that wait ----------------------------------------------------------------------
@@ -498,6 +508,23 @@ class JobContext:
         except TenureError as unwritten:
             self._run.log(
                 logging.WARNING, "step_failure_unwritten", error_type=type(unwritten).__name__
+            )
+
+    def _effect_refused(self, plan: _Plan, refusal: StaleFence) -> None:
+        """Record that a receiver refused the effect (`effect_refused`, marked on the job's
+        timeline). No lease check: a stale holder's refusal is the one worth recording."""
+        try:
+            self._ledger.record(
+                self._run.lease,
+                EventType.EFFECT_REFUSED,
+                name=plan.name,
+                position=plan.position,
+                code=refusal.error_code,
+                highest=refusal.highest,
+            )
+        except TenureError as unwritten:
+            self._run.log(
+                logging.WARNING, "effect_refusal_unwritten", error_type=type(unwritten).__name__
             )
 
     def _write(self, write: Callable[[], Any]) -> Any:

@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1", tags=["jobs"])
 _AUTH = (401, 422, 503)
 
 
-def _visible(ledger: Ledger, caller: Principal, job_id: str) -> Job:
+def visible_job(ledger: Ledger, caller: Principal, job_id: str) -> Job:
     """The job if the caller may see it; another tenant's job is as unknown as a missing one."""
     try:
         job = ledger.get(job_id)
@@ -103,7 +103,7 @@ def list_jobs(
     if tenant is not None and not caller.may_see(tenant):
         raise ApiError(403, "forbidden", "a tenant key lists its own tenant only")
     if after is not None:
-        after = _visible(ledger, caller, after).id
+        after = visible_job(ledger, caller, after).id
     jobs = ledger.list(
         state=state, kind=kind, tenant=caller.tenant or tenant, limit=limit, after=after
     )
@@ -127,14 +127,14 @@ async def get_job(
     ledger = ledger_of(request)
     deadline = time.monotonic() + min(wait, settings_of(request).max_wait_seconds)
     if wait <= 0:
-        return JobOut.model_validate(await run_in_threadpool(_visible, ledger, caller, job_id))
+        return JobOut.model_validate(await run_in_threadpool(visible_job, ledger, caller, job_id))
     try:
         job_id = check_job_id(job_id)
     except JobNotFound:
         raise ApiError(404, "not_found", f"no job has the id {job_id}") from None
 
     async def read() -> Job:
-        return await run_in_threadpool(_visible, ledger, caller, job_id)
+        return await run_in_threadpool(visible_job, ledger, caller, job_id)
 
     long_polls: LongPolls = request.app.state.long_polls
     remaining = deadline - time.monotonic()
@@ -149,7 +149,7 @@ async def get_job(
 def job_events(job_id: str, request: Request, caller: Caller) -> EventList:
     """The job's flight recorder, oldest first."""
     ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
+    job = visible_job(ledger, caller, job_id)
     return EventList(events=[EventOut.model_validate(e) for e in ledger.events(job.id)])
 
 
@@ -159,7 +159,7 @@ def job_events(job_id: str, request: Request, caller: Caller) -> EventList:
 def job_evidence(job_id: str, request: Request, caller: Caller) -> EvidenceList:
     """The references the job recorded (documents, code results, media), in order."""
     ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
+    job = visible_job(ledger, caller, job_id)
     found = ledger.evidence(job.id)
     return EvidenceList(evidence=[EvidenceOut.model_validate(e.to_dict()) for e in found])
 
@@ -168,7 +168,7 @@ def job_evidence(job_id: str, request: Request, caller: Caller) -> EvidenceList:
 def job_stages(job_id: str, request: Request, caller: Caller) -> StageList:
     """The job's recorded steps and effects, in handler order."""
     ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
+    job = visible_job(ledger, caller, job_id)
     return StageList(stages=[StageOut.model_validate(s) for s in ledger.stages(job.id)])
 
 
@@ -195,7 +195,7 @@ def _moved(
 ) -> JobRef:
     """An operator's transition of a job the caller may see; the job is then in `state`."""
     ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
+    job = visible_job(ledger, caller, job_id)
     move(ledger, job.id)
     return JobRef(id=job.id, state=state)
 
@@ -216,6 +216,6 @@ def signal(
     with the same payload is answered as the first (`stored` false), a different payload is a
     409, and so is a job that has ended."""
     ledger = ledger_of(request)
-    job = _visible(ledger, caller, job_id)
+    job = visible_job(ledger, caller, job_id)
     stored = ledger.signal(job.id, name, payload)
     return SignalOut(id=job.id, signal=name, stored=stored, state=ledger.get(job.id).state)

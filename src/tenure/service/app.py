@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
-
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from prometheus_client import CollectorRegistry
@@ -11,15 +9,12 @@ from starlette.types import ASGIApp
 
 from tenure._version import __version__
 from tenure.ledger import Ledger
-from tenure.service import api, errors, health, rollouts
+from tenure.pages import dashboard_page
+from tenure.service import api, errors, health, lives, rollouts
 from tenure.service.limits import RequestLimits
 from tenure.service.metrics import DatabaseCollector
 from tenure.service.settings import ServiceSettings
 from tenure.service.waiting import LongPolls
-
-
-def _dashboard_html() -> str:
-    return resources.files("tenure.service").joinpath("static/dashboard.html").read_text("utf-8")
 
 
 def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIApp:
@@ -39,9 +34,10 @@ def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIA
     app.state.registry = registry
     errors.install(app)
     app.include_router(api.router)
+    app.include_router(lives.router)
     app.include_router(rollouts.router)
     app.include_router(health.router)
-    page = _dashboard_html()
+    page = dashboard_page()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def dashboard() -> HTMLResponse:

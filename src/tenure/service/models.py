@@ -18,7 +18,7 @@ from tenure.validation import (
 )
 
 
-def _readable(value: Any) -> Any:
+def readable(value: Any) -> Any:
     """A stored JSON value, or in its place a note when it nests too deep to be served (older
     versions accepted such values): one job must not break a listing."""
     if json_depth_exceeds(value, MAX_READABLE_DEPTH):
@@ -26,7 +26,7 @@ def _readable(value: Any) -> Any:
     return value
 
 
-StoredJson = Annotated[Any, AfterValidator(_readable)]
+StoredJson = Annotated[Any, AfterValidator(readable)]
 
 
 class SubmitRequest(BaseModel):
@@ -149,9 +149,12 @@ class EventOut(BaseModel):
     at: datetime
     token: int | None
     owner_id: str | None
-    detail: Annotated[dict[str, Any], AfterValidator(_readable)]
+    detail: Annotated[dict[str, Any], AfterValidator(readable)]
     version: int | None = None
     idempotency_key: str | None = None
+    timeline: int | None = Field(
+        default=None, description="the PostgreSQL WAL timeline it was written on (null: SQLite)"
+    )
 
 
 class EventList(BaseModel):

@@ -168,6 +168,7 @@ def event_from_row(row: Row, decode: Decoder) -> Event:
         detail=decode.json(row["detail"]) or {},
         version=None if row["version"] is None else int(row["version"]),
         idempotency_key=row["idempotency_key"],
+        timeline=None if row["timeline"] is None else int(row["timeline"]),
     )
 
 
@@ -264,3 +265,12 @@ def _labels(value: Any) -> dict[str, str] | None:
         return value
     decoded: dict[str, str] = json.loads(value)
     return decoded
+
+
+def expiry_detail(
+    lease_until: Any, heartbeat_at: Any, read: Callable[[Any], datetime]
+) -> dict[str, str]:
+    """An expired lease's last known end and last heartbeat (as stored; absent when unknown),
+    for its `lease_expired` event: a job's timeline draws where the heartbeats stopped."""
+    known = {"lease_until": lease_until, "heartbeat_at": heartbeat_at}
+    return {name: read(value).isoformat() for name, value in known.items() if value is not None}

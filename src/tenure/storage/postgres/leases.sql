@@ -28,7 +28,7 @@ done_logged AS (
     SELECT id, 'job_succeeded', at, token, owner_id, detail FROM done
 ),
 exhausted AS (
-    SELECT j.id FROM tenure_jobs j, clock
+    SELECT j.id, j.lease_until AS was_lease_until FROM tenure_jobs j, clock
     WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt >= j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
@@ -42,6 +42,7 @@ expired_out AS (
     FROM exhausted, clock
     WHERE j.id = exhausted.id
     RETURNING j.id, j.fencing_token, j.owner_id, j.attempt, j.parent_id, clock.now AS at,
+              exhausted.was_lease_until, j.heartbeat_at AS was_heartbeat,
               pg_notify('tenure_ended:' || current_schema(), j.id::text) AS told
 ),
 -- A child that ended wakes its parent if the parent waits for it. The parent's row is locked
@@ -67,7 +68,7 @@ parents_woken AS (
 -- read and sort every queued row on each claim.
 expired_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
-           j.priority, j.seq
+           j.lease_until AS was_lease_until, j.heartbeat_at AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
@@ -81,7 +82,8 @@ expired_candidate AS (
 ),
 queued_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
-           j.priority, j.seq
+           NULL::timestamptz AS was_lease_until,
+           NULL::timestamptz AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
@@ -96,7 +98,8 @@ queued_candidate AS (
 -- no sweeper, the claim finds them, on their own index; waits in the future cost nothing.
 waiting_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
-           j.priority, j.seq
+           NULL::timestamptz AS was_lease_until,
+           NULL::timestamptz AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j
     WHERE j.state = 'waiting' AND j.run_after <= (SELECT now FROM clock)
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
@@ -108,7 +111,7 @@ waiting_candidate AS (
     FOR UPDATE OF j SKIP LOCKED
 ),
 candidate AS (
-    SELECT id, was_state, was_owner, was_token FROM (
+    SELECT id, was_state, was_owner, was_token, was_lease_until, was_heartbeat FROM (
         SELECT * FROM expired_candidate UNION ALL SELECT * FROM queued_candidate
         UNION ALL SELECT * FROM waiting_candidate
     ) AS both_kinds
@@ -129,13 +132,17 @@ claimed AS (
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
               j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
               j.labels, j.traceparent, j.principal, clock.now AS claimed_at, candidate.was_state,
-              candidate.was_owner, candidate.was_token
+              candidate.was_owner, candidate.was_token, candidate.was_lease_until,
+              candidate.was_heartbeat
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT job_id, type, at, token, owner_id, detail FROM (
         SELECT e.id AS job_id, 'lease_expired' AS type, e.at, e.fencing_token AS token,
-               e.owner_id, jsonb_build_object('attempt', e.attempt, 'then', 'failed') AS detail,
+               e.owner_id,
+               jsonb_build_object('attempt', e.attempt, 'then', 'failed',
+                                  'lease_until', e.was_lease_until,
+                                  'heartbeat_at', e.was_heartbeat) AS detail,
                1 AS ord
         FROM expired_out e
         UNION ALL
@@ -144,7 +151,9 @@ logged AS (
         FROM expired_out e
         UNION ALL
         SELECT c.id, 'lease_expired', c.claimed_at, c.was_token, c.was_owner,
-               jsonb_build_object('attempt', c.attempt - 1, 'then', 'reclaimed'), 3
+               jsonb_build_object('attempt', c.attempt - 1, 'then', 'reclaimed',
+                                  'lease_until', c.was_lease_until,
+                                  'heartbeat_at', c.was_heartbeat), 3
         FROM claimed c WHERE c.was_state = 'running'
         UNION ALL
         SELECT c.id, 'job_resumed', c.claimed_at, c.fencing_token, %(owner_id)s,

@@ -101,7 +101,7 @@ LIMIT :limit;
 -- name: events
 -- Each event with the job's class version and idempotency key; an effect's events (found by
 -- the stage position in their detail) with the effect's key instead.
-SELECT e.seq, e.job_id, e.type, e.at, e.token, e.owner_id, e.detail,
+SELECT e.seq, e.job_id, e.type, e.at, e.token, e.owner_id, e.detail, e.timeline,
        j.version, COALESCE(f.idempotency_key, j.idempotency_key) AS idempotency_key
 FROM tenure_events e
 LEFT JOIN tenure_jobs j ON j.id = e.job_id

@@ -7,7 +7,7 @@ SET state = 'failed', lease_until = NULL, updated_at = :now,
                         'message', 'the lease of the last allowed attempt expired')
 WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-RETURNING id, fencing_token, owner_id, attempt, parent_id;
+RETURNING id, fencing_token, owner_id, attempt, parent_id, heartbeat_at;
 
 -- name: exchange__wake_parent
 -- A child that ended wakes its parent if the parent waits for it (run in the transaction that
@@ -21,9 +21,10 @@ RETURNING kind;
 -- name: exchange__candidates
 -- Two scans, each on its own partial index and stopping at the limit (an OR of both would
 -- read and sort every queued row on each claim).
-SELECT id, state, owner_id, was_token FROM (
+SELECT id, state, owner_id, was_token, was_lease_until, was_heartbeat FROM (
     SELECT * FROM (
-        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        SELECT id, state, owner_id, fencing_token AS was_token, lease_until AS was_lease_until,
+               heartbeat_at AS was_heartbeat, priority, rowid AS position
         FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
@@ -36,7 +37,8 @@ SELECT id, state, owner_id, was_token FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        SELECT id, state, owner_id, fencing_token AS was_token, lease_until AS was_lease_until,
+               heartbeat_at AS was_heartbeat, priority, rowid AS position
         FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
@@ -49,7 +51,8 @@ SELECT id, state, owner_id, was_token FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, state, owner_id, fencing_token AS was_token, priority, rowid AS position
+        SELECT id, state, owner_id, fencing_token AS was_token, lease_until AS was_lease_until,
+               heartbeat_at AS was_heartbeat, priority, rowid AS position
         FROM tenure_jobs
         WHERE state = 'waiting' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))

@@ -37,6 +37,7 @@ from tenure.storage.migrate import Track
 from tenure.storage.rows import (
     Decoder,
     Row,
+    expiry_detail,
     held_by,
     json_text,
     lease_from_row,
@@ -362,7 +363,8 @@ class SqliteStore(SqlStore):
         }
         for row in tx.rows("exchange__exhausted", params):
             token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
-            expired = {"attempt": attempt, "then": "failed"}
+            last = expiry_detail(None, row["heartbeat_at"], read_time)
+            expired = {"attempt": attempt, "then": "failed", **last}
             tx.event(row["id"], "lease_expired", token, owner, expired)
             failed = {"code": "lease_expired", "attempt": attempt}
             tx.event(row["id"], "job_failed", token, owner, failed)
@@ -375,13 +377,12 @@ class SqliteStore(SqlStore):
             row = {**dict(claimed), "was_token": candidate["was_token"]}
             lease = lease_from_row(row, owner_id, lease_seconds, DECODE)
             if candidate["state"] == JobState.RUNNING:
-                tx.event(
-                    lease.job_id,
-                    "lease_expired",
-                    candidate["was_token"],
-                    candidate["owner_id"],
-                    {"attempt": lease.attempt - 1, "then": "reclaimed"},
+                last = expiry_detail(
+                    candidate["was_lease_until"], candidate["was_heartbeat"], read_time
                 )
+                expired = {"attempt": lease.attempt - 1, "then": "reclaimed", **last}
+                was = candidate["was_token"], candidate["owner_id"]
+                tx.event(lease.job_id, "lease_expired", *was, expired)
             elif candidate["state"] == JobState.WAITING and lease.wait is not None:
                 waited = {
                     "waited_for": lease.wait.get("for"),
