@@ -204,3 +204,54 @@ def test_a_tree_shows_only_what_the_caller_may_see(ledger: tenure.Ledger) -> Non
     assert _walk(tree.to_dict()["root"]) == [root, child]
     hidden = read_tree(ledger, child, visible=lambda job: job.id == child)
     assert _walk(hidden.to_dict()["root"]) == [child]
+
+
+def test_a_last_attempt_expiry_ends_where_the_renewed_lease_ran_out(ledger: tenure.Ledger) -> None:
+    """Its `lease_expired` comes from the claim that fails the job: on SQLite it cannot say
+    the lost lease's end, which the timeline then takes from the last heartbeat."""
+    job_id = ledger.submit("invoice", {}, max_attempts=1)
+    lease = _claim(ledger, "w1", 0.3)
+    renewed_until = ledger.extend(lease, 0.3)
+    until_db_time_passes(ledger, renewed_until)
+    assert ledger.claim("w2", kinds=["invoice"], lease_seconds=30) is None  # fails the job
+    [lane] = read_timeline(ledger, job_id).lanes
+    assert lane.ended_by is LaneEnd.EXPIRED and lane.ended_at is not None
+    assert abs((lane.ended_at - renewed_until).total_seconds()) < 0.001
+    assert lane.last_heard_at == lane.renewals[0] < lane.ended_at
+
+
+def test_an_expired_lease_no_claim_took_is_expired_not_running(ledger: tenure.Ledger) -> None:
+    job_id = ledger.submit("invoice", {})
+    lease = _claim(ledger, "w1", 0.2)
+    until_db_time_passes(ledger, lease.lease_until)
+    [lane] = read_timeline(ledger, job_id).lanes
+    assert (lane.ended_by, lane.ended_at) == (LaneEnd.EXPIRED, lease.lease_until)
+
+
+def test_a_cancel_while_waiting_ends_no_lane_but_the_wait(ledger: tenure.Ledger) -> None:
+    job_id = ledger.submit("invoice", {})
+    lease = _claim(ledger, "w1", 30)
+    request = WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signal="approval")
+    assert ledger.wait_on(lease, request).suspended
+    ledger.cancel(job_id)
+    timeline = read_timeline(ledger, job_id)
+    [lane] = timeline.lanes
+    assert lane.ended_by is LaneEnd.WAITING
+    [wait] = timeline.waits
+    assert wait.ended_at is not None and wait.ended_at > wait.started_at
+
+
+def test_an_effect_whose_outcome_is_unknown_or_refused_says_so(ledger: tenure.Ledger) -> None:
+    job_id = ledger.submit("invoice", {})
+    lease = _claim(ledger, "w1", 30)
+    for position, name in enumerate(("charge", "notify")):
+        key = f"{job_id}:{name}"
+        ledger.start_stage(lease, position, name, StageKind.EFFECT, effect_key=key)
+    ledger.record(lease, EventType.TOOL_OUTCOME_UNKNOWN, effect="charge", cause="stage_timeout")
+    ledger.record(lease, EventType.EFFECT_REFUSED, name="notify", position=1, code="stale_fence")
+    [lane] = read_timeline(ledger, job_id).lanes
+    assert lane.ended_by is LaneEnd.RUNNING
+    assert [(s.name, s.status) for s in lane.stages] == [
+        ("charge", SpanStatus.IN_DOUBT),
+        ("notify", SpanStatus.REFUSED),
+    ]

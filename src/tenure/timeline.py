@@ -39,6 +39,8 @@ class SpanStatus(enum.StrEnum):
     DONE = "done"
     FAILED = "failed"
     IN_DOUBT = "in_doubt"
+    REFUSED = "refused"
+    """An effect its receiver refused (a stale fence, a second holder): it did not happen."""
 
 
 # Events that end the lane of the token they carry, and how.
@@ -153,11 +155,18 @@ class WaitSpan:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A database failover between two events: the WAL timeline changed."""
+    """A database failover between two events: the WAL timeline changed. A higher timeline is a
+    promotion (`failover`); a lower one is another server's history (`restore`: a dump loaded
+    into a new cluster, an upgrade into one). A base backup started as it is keeps its
+    timeline: no rule shows it."""
 
     at: datetime
     from_timeline: int
     to_timeline: int
+
+    @property
+    def kind(self) -> str:
+        return "failover" if self.to_timeline > self.from_timeline else "restore"
 
 
 @dataclass(slots=True)
@@ -209,7 +218,7 @@ class Timeline:
                 "end": self.end,
                 "lanes": [_lane_dict(lane) for lane in self.lanes],
                 "waits": [_wait_dict(wait) for wait in self.waits],
-                "rules": [{"kind": "failover", **asdict(rule)} for rule in self.rules],
+                "rules": [{"kind": rule.kind, **asdict(rule)} for rule in self.rules],
                 "marks": [asdict(mark) for mark in self.marks],
             }
         )
@@ -281,8 +290,10 @@ class _Builder:
         elif event.type is EventType.JOB_RESUMED:
             self.close_wait(event.at)
         elif event.type is EventType.JOB_CANCELLED:
-            for held in self.lanes:
-                held.end(event.at, LaneEnd.CANCELLED)
+            # It carries the bumped token and the holder's name (none for a job not running).
+            held = [lane for lane in self.lanes if lane.claim_seen and lane.ended_at is None]
+            if held and event.owner_id is not None and held[-1].owner == event.owner_id:
+                held[-1].end(event.at, LaneEnd.CANCELLED)
             self.close_wait(event.at)
             self.marks.append(_mark(event))
         elif event.type in _JOB_LEVEL or not event.token:
@@ -302,8 +313,8 @@ class _Builder:
             lane.last_heard_at = max(
                 lane.last_heard_at or lane.claimed_at, heard or lane.claimed_at
             )
-            lane.lease_until = _time(detail.get("lease_until")) or lane.lease_until
-            lane.end(lane.lease_until or event.at, LaneEnd.EXPIRED)
+            lane.lease_until = _time(detail.get("lease_until")) or _expiry(lane, heard, event.at)
+            lane.end(lane.lease_until, LaneEnd.EXPIRED)
         elif event.type in _ENDS:
             lane.end(event.at, _ENDS[event.type])
             if event.type is EventType.JOB_WAITING:
@@ -317,8 +328,13 @@ class _Builder:
         else:
             if event.type is EventType.STEP_IN_DOUBT:
                 self.found_in_doubt(detail)
+            elif event.type is EventType.EFFECT_REFUSED:
+                self.set_status(lane, detail.get("position"), SpanStatus.REFUSED, event.at)
             elif event.type is EventType.TOOL_OUTCOME_UNKNOWN:
-                self.set_status(lane, detail.get("position"), SpanStatus.IN_DOUBT, None)
+                # Its detail names the effect (`effect`), not its position.
+                named = [s for s in lane.effects if s.name == detail.get("effect")]
+                where = detail.get("position", named[-1].position if named else None)
+                self.set_status(lane, where, SpanStatus.IN_DOUBT, None)
             lane.marks.append(_mark(event))
 
     def watch_timeline(self, event: Event) -> None:
@@ -412,11 +428,15 @@ class _Builder:
             lane.ended_by = LaneEnd.FAILOVER if self.rules else LaneEnd.UNKNOWN
             return
         if following is None and job.state is JobState.RUNNING and job.fencing_token == lane.token:
-            lane.ended_by = LaneEnd.RUNNING
             lane.lease_until = job.lease_until or lane.lease_until
             if job.heartbeat_at is not None and job.heartbeat_at > lane.claimed_at:
                 lane.renewals.append(job.heartbeat_at)
                 lane.last_heard_at = max(lane.last_heard_at or job.heartbeat_at, job.heartbeat_at)
+            if lane.lease_until is not None and lane.lease_until <= self.now:
+                # Expired, and no claim has taken the job yet (none may come for its kind).
+                lane.ended_at, lane.ended_by = lane.lease_until, LaneEnd.EXPIRED
+            else:
+                lane.ended_by = LaneEnd.RUNNING
             return
         cut = next(
             (
@@ -433,6 +453,15 @@ class _Builder:
             lane.ended_at = following.claimed_at
         elif job.terminal:
             lane.ended_at = job.updated_at
+
+
+def _expiry(lane: Lane, heard: datetime | None, noticed: datetime) -> datetime:
+    """When a lease whose end its `lease_expired` event does not say ran out: its last heartbeat
+    plus the length of its first lease (a worker renews by its class's lease), never after the
+    moment a claim noticed it."""
+    if lane.lease_until is None:
+        return noticed
+    return min(noticed, (heard or lane.claimed_at) + (lane.lease_until - lane.claimed_at))
 
 
 def _mark(event: Event) -> Mark:

@@ -103,9 +103,10 @@ class Demo:
         try:
             job_id = self.play(ledger)
             job, events = ledger.get(job_id), ledger.events(job_id)
+            drawn = None
             if page is not None:
                 timeline, tree = read_timeline(ledger, job_id), read_tree(ledger, job_id)
-                page.write_text(timeline_page(timeline.to_dict(), tree.to_dict()), "utf-8")
+                drawn = timeline_page(timeline.to_dict(), tree.to_dict())
         except TimeoutError as exc:
             self.timeline.render()
             self.out.write(f"\nFAILED: {exc} (logs in {self.folder})\n")
@@ -125,7 +126,12 @@ class Demo:
         )
         self.timeline.render()
         code = _summary(self.out, job, events, self.bank, owners)
-        if page is not None:
+        if page is not None and drawn is not None:
+            try:
+                page.write_text(drawn, "utf-8")
+            except OSError as exc:
+                self.out.write(f"\nFAILED: could not write {page}: {exc.strerror or exc}\n")
+                return 1
             self.out.write(f"\nThe job's lease timeline, drawn: {page} (open it in a browser)\n")
         else:
             self.out.write("\nSee it drawn: tenure demo --timeline demo.html\n")

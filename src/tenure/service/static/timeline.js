@@ -17,8 +17,9 @@
   const RIGHT_PAD = 18;
   const MIN_SPAN_MS = 1;
   const STATUS_FILL = { done: "#16a34a", failed: "#dc2626", in_doubt: "#f59e0b",
-                        running: "#2563eb" };
-  const STATUS_WORD = { done: "done", failed: "failed", in_doubt: "in doubt", running: "running" };
+                        running: "#2563eb", refused: "#7f1d1d" };
+  const STATUS_WORD = { done: "done", failed: "failed", in_doubt: "in doubt", running: "running",
+                        refused: "refused by its receiver" };
   const CROSSES = new Set(["result_rejected", "heartbeat_lost", "resume_refused"]);
   const AMBER = new Set(["step_in_doubt", "tool_outcome_unknown", "ownership_unknown"]);
   const END_COLOUR = { succeeded: "#166534", failed: "#991b1b", expired: "#b91c1c",
@@ -749,11 +750,14 @@
                     "stroke-width": 2, "stroke-dasharray": "6 4" }, g);
       svg("rect", { x: x - 5, y: AXIS_H - 4, width: 10, height: height - AXIS_H + 4,
                     fill: "transparent" }, g);
-      const words = "failover: timeline " + rule.from_timeline + " → " + rule.to_timeline;
+      const what = rule.kind === "restore" ? "another server" : "failover";
+      const words = what + ": timeline " + rule.from_timeline + " → " + rule.to_timeline;
       const wide = words.length * 6.4;
       const tx = x + 5 + wide > context.x1 ? x - 5 - wide : x + 5;
       svgText(g, tx, top + 11, words, { "class": "tl-rule-label" });
-      tipped(g, "rule-" + index, "database failover", [
+      tipped(g, "rule-" + index, rule.kind === "restore"
+        ? "another database server (a restore or an upgrade into a new cluster)"
+        : "database failover", [
         ["at", rule.at], ["", timeRows(context, rule.at)[1]],
         ["from WAL timeline", rule.from_timeline], ["to WAL timeline", rule.to_timeline]], words);
     });
@@ -776,7 +780,7 @@
     });
     item("renewal", (s) => svg("line", { x1: 11, x2: 11, y1: 0, y2: 14, stroke: "#1e3a8a",
                                          "stroke-width": 2 }, s));
-    for (const status of ["done", "failed", "in_doubt", "running"]) {
+    for (const status of ["done", "failed", "in_doubt", "running", "refused"]) {
       item("stage " + STATUS_WORD[status], (s) => svg("rect", { x: 1, y: 3, width: 20, height: 8,
                                                                 rx: 2, fill: STATUS_FILL[status] }, s));
     }
