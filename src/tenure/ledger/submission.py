@@ -26,6 +26,18 @@ log = logging.getLogger("tenure")
 MAX_BATCH = 10_000
 
 
+# A child's id is derived from its tenant and key: after an asynchronous failover lost its
+# insert, the parent's next attempt spawns it again under the same id, so its effects keep
+# their keys and fence scopes and a receiver that saw them does not run them twice (the model's
+# `child_ids` configuration; `bug_child_ids` shows a fresh id repeating the effect).
+_CHILD_IDS = uuid.UUID("6f1d3c2a-8b4e-5d7f-9a0b-1c2d3e4f5a6b")
+
+
+def child_id(tenant: str, idempotency_key: str) -> str:
+    """The id of the child job keyed `idempotency_key` in `tenant`: the same every time."""
+    return str(uuid.uuid5(_CHILD_IDS, f"{tenant}\x00{idempotency_key}"))
+
+
 @dataclass(frozen=True, slots=True)
 class _Placement:
     """The validated fields a submit shares with every job of a `submit_many` batch."""
@@ -211,6 +223,8 @@ class Submission(Part):
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
         encoded = encode_json(payload, "payload", self.core.max_payload_bytes)
         job_id = str(uuid.uuid4())
+        if parent_id is not None and idempotency_key is not None:
+            job_id = child_id(placement.tenant, idempotency_key)
         variant, held = self.rollouts.variant_for(placement.kind, placement.tenant, job_id)
         job = NewJob(
             id=job_id,
