@@ -22,7 +22,7 @@ from tests.support.databases import (
     with_schema,
 )
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.browser"]
 
 # Set: every PostgreSQL test of the run reaches its database through PgBouncer in transaction
 # mode (CI runs the ledger suite and the worker tests so, with -m postgres).

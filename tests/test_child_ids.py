@@ -13,8 +13,7 @@ import tenure
 from tenure.fence import FenceGuard
 from tenure.ledger.submission import child_id
 from tenure.runtime.context import effect_key
-from tests.support.pairs import started_pair
-from tests.support.waiting import poll
+from tests.support.pairs import claim_when_promoted, started_pair
 
 
 def test_a_childs_id_is_the_same_for_its_tenant_and_key(ledger: tenure.Ledger) -> None:
@@ -55,14 +54,7 @@ def test_a_spawn_lost_in_a_failover_does_not_run_its_effect_twice(tmp_path: Path
         pair.kill_primary()
         pair.promote()
 
-        def reclaimed() -> tenure.Lease | None:
-            """None while the pool finds the new primary, and until W1's lease runs out."""
-            try:
-                return ledger.claim("W3", kinds=["p"], lease_seconds=60)
-            except tenure.StoreUnavailable:
-                return None
-
-        second = poll(reclaimed, 60, "the parent's claim on the promoted standby")
+        second = claim_when_promoted(ledger, "W3", "p")
         with pytest.raises(tenure.JobNotFound):
             ledger.get(child)  # the failover lost the child's insert
         respawned, new = ledger.spawn(second, "charge", "c", {})

@@ -4,11 +4,7 @@ go queued → running → succeeded while a real worker process runs it, cancel 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,28 +12,12 @@ import pytest
 
 import tenure
 from tenure import JobState
-from tenure.testing.process import spawn_worker, wait_started
-from tests.support.processes import ROOT
+from tests.support.browser import apps_worker, screenshot
 from tests.support.service import LiveServer
 
-CHROMIUM = Path(os.environ.get("TENURE_TEST_CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.slow
 
 sync_api: Any = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI") == "true":
-            raise AssertionError(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path: Path) -> None:
@@ -64,12 +44,12 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         age = page.locator(f'tr[data-job-id="{watched}"] td.age')
         expect(age).to_have_text(_seconds_left())  # the time since it was submitted
 
-        worker = _worker(db, tmp_path, "long_stage")
+        worker = apps_worker(db, tmp_path, "long_stage")
         try:
             expect(state_of(watched)).to_have_text("running", timeout=20_000)
             lease = page.locator(f'tr[data-job-id="{watched}"] [data-lease-until]')
             expect(lease).to_have_text(_seconds_left(), timeout=5_000)
-            shot = _screenshot(page, tmp_path)
+            shot = screenshot(page, tmp_path, "dashboard")
             assert shot.stat().st_size > 0
             (tmp_path / "finish").write_text("")
             expect(state_of(watched)).to_have_text("succeeded", timeout=20_000)
@@ -90,41 +70,13 @@ def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path
         expect(page.locator('[data-field="result"]')).to_have_text(result_text)
         size = len(json.dumps(expected.payload, separators=(",", ":")).encode())
         expect(page.locator('[data-field="payload size"]')).to_have_text(f"{size} bytes")
-        _screenshot(page, tmp_path, "job")
-
-
-def _worker(db: str, folder: Path, kind: str) -> subprocess.Popen[bytes]:
-    """A started `tenure worker tests.support.apps:app` running only `kind`."""
-    log = folder / "worker.log"
-    worker = spawn_worker(
-        "tests.support.apps:app",
-        db,
-        log,
-        "--poll",
-        "0.05",
-        "--kinds",
-        kind,
-        env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
-    )
-    wait_started(worker, log)
-    return worker
+        screenshot(page, tmp_path, "job")
 
 
 def _seconds_left() -> object:
     import re
 
     return re.compile(r"^\d+(\.\d)? s$")
-
-
-def _screenshot(page: object, folder: Path, name: str = "dashboard") -> Path:
-    """Save a screenshot; also into $TENURE_SCREENSHOT_DIR when set, for people to look at."""
-    path = folder / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
-    keep = os.environ.get("TENURE_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(keep) / path.name)
-    return path
 
 
 def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
@@ -137,7 +89,7 @@ def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
     with tenure.connect(db) as ledger, LiveServer(ledger) as server:
         key = ledger.create_tenant("acme")
         job_id = ledger.submit("approval", {}, tenant="acme")
-        worker = _worker(db, tmp_path, "approval")
+        worker = apps_worker(db, tmp_path, "approval")
         try:
             page = browser.new_page()  # type: ignore[attr-defined]
             page.goto(server.url + "/")
@@ -146,7 +98,7 @@ def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
             row = page.locator(f'tr[data-job-id="{job_id}"]')
             expect(row.locator("[data-state]")).to_have_text("waiting", timeout=20_000)
             expect(row.locator("td.waiting-for")).to_contain_text("signal approval")
-            _screenshot(page, tmp_path, "waiting")
+            screenshot(page, tmp_path, "waiting")
             row.locator("a").click()
             expect(page.locator("#signal-name")).to_have_value("approval", timeout=10_000)
             page.fill("#signal-payload", '{"approved": true, "by": "ops"}')
@@ -190,4 +142,4 @@ def test_dashboard_compares_a_rollout_for_the_tenants_kinds(
         expect(jobs_row.locator(".stable")).to_have_text(str(len(jobs) - candidates))
         both_sides = 0 < candidates < len(jobs)  # a share of 12 random ids: almost always
         expect(block.locator(".cost-ratio")).to_have_text("3.00" if both_sides else "n/a")
-        _screenshot(page, tmp_path, "rollouts")
+        screenshot(page, tmp_path, "rollouts")

@@ -20,7 +20,7 @@ from tenure.fence import FenceGuard
 from tenure.storage.postgres.urls import build_conninfo
 from tenure.testing.pair import ReplicaPair
 from tests.support.cli import tenure_process
-from tests.support.pairs import started_pair
+from tests.support.pairs import claim_when_promoted, started_pair
 from tests.support.service import free_port
 from tests.support.tokens import micros
 from tests.support.waiting import poll, until_db_time_passes
@@ -47,18 +47,6 @@ def sync_pair() -> Iterator[ReplicaPair]:
         yield pair
 
 
-def claim_on_new_primary(ledger: tenure.Ledger, owner: str, kind: str) -> tenure.Lease:
-    """Claim once the pool has found the promoted standby (StoreUnavailable until then)."""
-
-    def attempt() -> tenure.Lease | None:
-        try:
-            return ledger.claim(owner, kinds=[kind], lease_seconds=60)
-        except tenure.StoreUnavailable:
-            return None
-
-    return poll(attempt, 60, f"{owner}'s claim on the new primary")
-
-
 def test_a_promoted_standby_never_hands_out_a_token_again(
     async_pair: ReplicaPair, tmp_path: Path
 ) -> None:
@@ -82,7 +70,7 @@ def test_a_promoted_standby_never_hands_out_a_token_again(
 
         pair.kill_primary()
         pair.promote()
-        w3 = claim_on_new_primary(ledger, "W3", "k")
+        w3 = claim_when_promoted(ledger, "W3", "k")
         assert pair.timeline() == 2
         assert w3.job_id == job
         assert JSON_EXACT > w3.token > w2.token > w1.token

@@ -9,8 +9,8 @@ import pytest
 import tenure
 from tenure.timeline import LaneEnd, read_timeline
 from tenure.types import EventType
-from tests.support.pairs import started_pair
-from tests.support.waiting import poll, until_db_time_passes
+from tests.support.pairs import claim_when_promoted, started_pair
+from tests.support.waiting import until_db_time_passes
 
 pytestmark = [pytest.mark.failover, pytest.mark.postgres, pytest.mark.slow]
 
@@ -32,13 +32,7 @@ def test_a_failover_is_a_rule_and_a_lost_claim_a_lane_of_its_own() -> None:
         pair.kill_primary()
         pair.promote()
 
-        def claimed() -> tenure.Lease | None:
-            try:
-                return ledger.claim("W3", kinds=["k"], lease_seconds=60)
-            except tenure.StoreUnavailable:
-                return None
-
-        w3 = poll(claimed, 60, "W3's claim on the promoted standby")
+        w3 = claim_when_promoted(ledger, "W3", "k")
         with pytest.raises(tenure.LeaseLost):
             ledger.complete(w2, {"by": "W2"})
         ledger.complete(w3, {"by": "W3"})

@@ -4,11 +4,7 @@ process), and the offline page `tenure events ID --timeline --html` writes, with
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,15 +14,12 @@ import pytest
 import tenure
 from tenure import keys
 from tenure.service import ServiceSettings
-from tenure.testing.process import spawn_worker, wait_started
 from tenure.types import EventType
+from tests.support.browser import apps_worker, screenshot
 from tests.support.cli import tenure_cli
-from tests.support.pairs import started_pair
-from tests.support.processes import ROOT
+from tests.support.pairs import claim_when_promoted, started_pair
 from tests.support.service import LiveServer
-from tests.support.waiting import poll
 
-CHROMIUM = Path(os.environ.get("TENURE_TEST_CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.slow
 
 sync_api: Any = pytest.importorskip("playwright.sync_api")
@@ -34,20 +27,6 @@ sync_api: Any = pytest.importorskip("playwright.sync_api")
 # What the demo's job carries (its payload's invoice, its result's payment): content, which no
 # drawing of the job's life may show.
 DEMO_CONTENT = ("INV-1042", "pay-1")
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI") == "true":
-            raise AssertionError(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @dataclass(frozen=True)
@@ -149,7 +128,7 @@ def test_the_demos_job_on_the_dashboard(browser: Any, demo: DemoRun, tmp_path: P
             for content in DEMO_CONTENT:
                 assert content not in drawn, f"{content!r} in {region}"
         page.mouse.move(0, 0)
-        _screenshot(page.locator("#timeline"), tmp_path, "timeline")
+        screenshot(page.locator("#timeline"), tmp_path, "timeline")
 
         _zoom_holds_across_refreshes(page)
         assert errors == []
@@ -193,7 +172,7 @@ def test_a_run_tree_of_three_levels(browser: Any, tmp_path: Path) -> None:
     with tenure.connect(db) as ledger, LiveServer(ledger) as server:
         key = ledger.create_tenant("acme")
         root = ledger.submit("tree_root", {}, tenant="acme")
-        worker = _worker(db, tmp_path, "tree_root", "tree_branch", "tree_leaf")
+        worker = apps_worker(db, tmp_path, "tree_root", "tree_branch", "tree_leaf")
         errors: list[str] = []
         try:
             page = _open_dashboard(browser, server.url, key, root, errors)
@@ -235,7 +214,7 @@ def test_a_run_tree_of_three_levels(browser: Any, tmp_path: Path) -> None:
         expect(page.locator(f'#run-tree ul.rt-tree > li[data-tree-job="{root}"]')).to_have_count(1)
         expect(page.locator('#run-tree [data-focus="true"]')).to_have_count(1)
         expect(page.locator("#timeline g.lane")).to_have_count(1)
-        _screenshot(page.locator("#run-tree"), tmp_path, "run-tree")
+        screenshot(page.locator("#run-tree"), tmp_path, "run-tree")
         assert errors == []
 
 
@@ -326,13 +305,7 @@ def test_a_failover_is_drawn_as_a_rule_across_the_lanes(browser: Any) -> None:
         pair.kill_primary()
         pair.promote()
 
-        def claimed() -> tenure.Lease | None:
-            try:
-                return ledger.claim("W2", kinds=["k"], lease_seconds=60)
-            except tenure.StoreUnavailable:
-                return None
-
-        w2 = poll(claimed, 60, "W2's claim on the promoted standby")
+        w2 = claim_when_promoted(ledger, "W2", "k")
         ledger.complete(w2, {"by": "W2"})
         after = pair.timeline()
         assert after == before + 1
@@ -354,33 +327,3 @@ def test_a_failover_is_drawn_as_a_rule_across_the_lanes(browser: Any) -> None:
             expect(drawn_rule).to_have_attribute("data-to-timeline", str(after))
             expect(drawn_rule).to_contain_text(f"failover: timeline {before} → {after}")
             assert errors == []
-
-
-def _worker(db: str, folder: Path, *kinds: str) -> subprocess.Popen[bytes]:
-    """A started `tenure worker tests.support.apps:app` running only `kinds`."""
-    log = folder / "worker.log"
-    worker = spawn_worker(
-        "tests.support.apps:app",
-        db,
-        log,
-        "--poll",
-        "0.05",
-        "--kinds",
-        *kinds,
-        env={"PYTHONPATH": str(ROOT), "TENURE_TEST_DIR": str(folder)},
-    )
-    wait_started(worker, log)
-    return worker
-
-
-def _screenshot(region: Any, folder: Path, name: str) -> Path:
-    """Save a screenshot of a region; also into $TENURE_SCREENSHOT_DIR when set, for people to
-    look at (docs/images)."""
-    path = folder / f"{name}.png"
-    region.screenshot(path=str(path))
-    assert path.stat().st_size > 0
-    keep = os.environ.get("TENURE_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(keep) / path.name)
-    return path

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+import tenure
 from tenure.testing.pair import PairError, ReplicaPair
+from tests.support.waiting import poll
 
 
 @contextlib.contextmanager
@@ -33,3 +35,16 @@ def started_pair(
         yield servers
     finally:
         servers.close()
+
+
+def claim_when_promoted(ledger: tenure.Ledger, owner: str, kind: str) -> tenure.Lease:
+    """Claim a job of `kind` once the pool has found the promoted standby (StoreUnavailable
+    until then) and a job is claimable there (an old lease may have to run out first)."""
+
+    def attempt() -> tenure.Lease | None:
+        try:
+            return ledger.claim(owner, kinds=[kind], lease_seconds=60)
+        except tenure.StoreUnavailable:
+            return None
+
+    return poll(attempt, 60, f"{owner}'s claim on the promoted standby")
