@@ -415,7 +415,7 @@ inline spawn(w, acked) {
      :: else ->   /* as implemented: ledger.spawn submits the child with no lease check */
         if
         :: db[C].st == ABSENT -> ngen++;
-           db[C].gen = (STABLE_IDS -> 1 : ngen);   /* today: a new uuid4 */
+           db[C].gen = (STABLE_IDS -> 1 : ngen);  /* STABLE_IDS: the code (uuid5) */
            db[C].st = QUEUED; db[C].own = 0; db[C].tok = 0; db[C].lease = NOLEASE;
            db[C].att = 0; db[C].step = 0; db[C].woke = 0; db[C].fl = 0; db[C].cid = 0;
            printf("~ W%d -> DB: submit the child C (its key): new, id %d\n", w, db[C].gen);

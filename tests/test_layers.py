@@ -26,7 +26,6 @@ GROUND = {
     "clock",
     "awaitable",
     "asgi",
-    "pages",
 }
 DOMAIN = {
     "validation",
@@ -39,6 +38,7 @@ DOMAIN = {
     "tooltypes",
     "timeline",
     "runtree",
+    "pages",
 }
 ALLOWED: dict[str, set[str]] = {
     **{part: set() for part in GROUND},
@@ -50,6 +50,7 @@ ALLOWED: dict[str, set[str]] = {
     "types": {"evidence"},
     "timeline": {"types"},
     "runtree": {"errors", "types"},
+    "pages": {"runtree", "timeline"},
     "waits": {"asking", "errors", "types"},
     "retrieval": {"errors", "evidence", "validation"},
     "tracing": {"_version", "errors", "types"},
@@ -65,7 +66,7 @@ ALLOWED: dict[str, set[str]] = {
     "integrations": GROUND | DOMAIN | {"app", "client", "ledger"},
     "mcp": GROUND | DOMAIN | {"app", "integrations", "ledger"},
     "service": GROUND | DOMAIN | {"ledger", "storage"},
-    "demo": {FACE, "errors", "fence", "pages", "runtree", "storage", "testing", "timeline"},
+    "demo": {FACE, "errors", "fence", "pages", "storage", "testing"},
     "chaos": {FACE, "errors", "fence", "storage", "testing"},
     "cli": GROUND | DOMAIN | {"app", "chaos", "demo", "evaluation", "ledger", "mcp", "replay",
                               "runtime", "service", "storage"},

@@ -62,10 +62,12 @@ def test_the_timeline_over_http_is_the_tenants_own(
     for path in (f"/v1/jobs/{root}/timeline", f"/v1/jobs/{child}/tree"):
         hidden = globex.get(path)
         assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "not_found"
-    for bad in ("nope", "0" * 36, "%00", "x" * 5000):
-        refused = acme.get(f"/v1/jobs/{bad}/timeline")
-        assert refused.status_code in (404, 414, 422), refused.text
-        assert refused.headers["content-type"].startswith("application/json")
+    # Not ids: a word, a nil-looking one, NUL, a lone surrogate's bytes, an emoji, a long one.
+    for bad in ("nope", "0" * 36, "%00", "%ED%A0%80", "%F0%9F%92%A9", "x" * 5000):
+        for route in ("timeline", "tree"):
+            refused = acme.get(f"/v1/jobs/{bad}/{route}")
+            assert refused.status_code in (404, 414, 422), refused.text
+            assert refused.headers["content-type"].startswith("application/json")
 
 
 def test_the_command_line_draws_writes_and_refuses(

@@ -81,11 +81,15 @@ class StageSpan:
     ended_at: datetime | None = None
     in_doubt_from: int | None = None
     """The token of the earlier holder whose start of this stage this holder found in doubt."""
+    in_doubt: bool = False
+    """This holder started it knowing an earlier start was in doubt (it reconciles)."""
+    key: str | None = None
+    """An effect's idempotency key (what it sends); None for a step."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EffectSpan:
-    """An effect stage with what it sent: its fence (the lane's token) and key."""
+    """An effect stage seen as what it sent: its fence (its lane's token) and key."""
 
     position: int
     name: str
@@ -128,14 +132,28 @@ class Lane:
     """The last moment the holder was heard from before its lease ended: its claim, a renewal
     the database kept, or a stage it recorded."""
     stages: list[StageSpan] = field(default_factory=list)
-    effects: list[EffectSpan] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+
+    @property
+    def effects(self) -> list[EffectSpan]:
+        """The lane's effect stages with the fence they were sent under (its token)."""
+        return [
+            EffectSpan(
+                s.position,
+                s.name,
+                self.token,
+                s.key,
+                s.status,
+                s.started_at,
+                s.ended_at,
+                s.in_doubt,
+            )
+            for s in self.stages
+            if s.kind is StageKind.EFFECT
+        ]
 
     def stage_at(self, position: int) -> StageSpan | None:
         return next((s for s in reversed(self.stages) if s.position == position), None)
-
-    def effect_at(self, position: int) -> EffectSpan | None:
-        return next((e for e in reversed(self.effects) if e.position == position), None)
 
     def end(self, at: datetime, how: LaneEnd) -> None:
         if self.ended_at is None and self.ended_by is LaneEnd.UNKNOWN:
@@ -188,11 +206,8 @@ class Timeline:
     def end(self) -> datetime:
         """The last moment worth drawing: the job's end (or now), or a later event."""
         last = self.job.updated_at if self.job.terminal else self.now
-        moments = [last, *(m.at for lane in self.lanes for m in lane.marks), *self._ends()]
-        return max(moments)
-
-    def _ends(self) -> list[datetime]:
-        return [lane.ended_at for lane in self.lanes if lane.ended_at is not None]
+        ends = [lane.ended_at for lane in self.lanes if lane.ended_at is not None]
+        return max([last, *(m.at for lane in self.lanes for m in lane.marks), *ends])
 
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON shape (docs/how-to/timeline.md), times as ISO 8601 strings."""
@@ -226,9 +241,7 @@ class Timeline:
 
 
 def _lane_dict(lane: Lane) -> dict[str, Any]:
-    drawn = asdict(lane)
-    drawn["stages"] = [asdict(s) for s in lane.stages]
-    return drawn
+    return {**asdict(lane), "effects": [asdict(effect) for effect in lane.effects]}
 
 
 def _wait_dict(wait: WaitSpan) -> dict[str, Any]:
@@ -332,7 +345,7 @@ class _Builder:
                 self.set_status(lane, detail.get("position"), SpanStatus.REFUSED, event.at)
             elif event.type is EventType.TOOL_OUTCOME_UNKNOWN:
                 # Its detail names the effect (`effect`), not its position.
-                named = [s for s in lane.effects if s.name == detail.get("effect")]
+                named = [s for s in lane.stages if s.name == detail.get("effect")]
                 where = detail.get("position", named[-1].position if named else None)
                 self.set_status(lane, where, SpanStatus.IN_DOUBT, None)
             lane.marks.append(_mark(event))
@@ -380,12 +393,11 @@ class _Builder:
             return
         in_doubt = event.detail.get("in_doubt") is True
         earlier = self.doubted.pop(position, None) if in_doubt else None
+        key = event.idempotency_key if kind is StageKind.EFFECT else None
         status = SpanStatus.RUNNING
-        lane.stages.append(StageSpan(position, name, kind, status, event.at, None, earlier))
-        if kind is StageKind.EFFECT:
-            key = event.idempotency_key
-            lane.effects.append(EffectSpan(position, name, lane.token, key, status, event.at))
-            lane.effects[-1].in_doubt = in_doubt
+        lane.stages.append(
+            StageSpan(position, name, kind, status, event.at, None, earlier, in_doubt, key)
+        )
 
     def found_in_doubt(self, detail: dict[str, Any]) -> None:
         position, started = _int(detail.get("position")), _int(detail.get("started_token"))
@@ -401,21 +413,17 @@ class _Builder:
         self, lane: Lane, position: Any, status: SpanStatus, at: datetime | None
     ) -> None:
         where = _int(position)
-        if where is None:
-            return
-        spans: list[StageSpan | EffectSpan | None] = [lane.stage_at(where), lane.effect_at(where)]
-        for span in spans:
-            if span is not None:
-                span.status = status
-                span.ended_at = at if at is not None else span.ended_at
+        span = None if where is None else lane.stage_at(where)
+        if span is not None:
+            span.status = status
+            span.ended_at = at if at is not None else span.ended_at
 
     def finish(self) -> Timeline:
         for index, lane in enumerate(self.lanes):
             following = self.lanes[index + 1] if index + 1 < len(self.lanes) else None
             if lane.ended_at is None and lane.ended_by is LaneEnd.UNKNOWN:
                 self.settle(lane, following)
-            spans: list[StageSpan | EffectSpan] = [*lane.stages, *lane.effects]
-            for span in spans:
+            for span in lane.stages:
                 if span.status is SpanStatus.RUNNING and lane.ended_by is not LaneEnd.RUNNING:
                     span.status = SpanStatus.IN_DOUBT
         return Timeline(self.job, self.now, self.lanes, self.waits, self.rules, self.marks)

@@ -9,24 +9,15 @@ from pathlib import Path
 from tenure.cli.common import shown
 from tenure.cli.timeline_text import render_timeline
 from tenure.ledger import Ledger
-from tenure.pages import timeline_page
-from tenure.runtree import read_tree
+from tenure.pages import job_life_page
 from tenure.timeline import read_timeline
-
-
-def write_timeline_page(ledger: Ledger, job_id: str, path: Path) -> Path:
-    """Write the job's timeline and run tree as one self-contained HTML page at `path`."""
-    timeline = read_timeline(ledger, job_id)
-    tree = read_tree(ledger, timeline.job.id)
-    path.write_text(timeline_page(timeline.to_dict(), tree.to_dict()), encoding="utf-8")
-    return path
 
 
 def show_timeline(ledger: Ledger, job_id: str, as_json: bool, html: Path | None) -> int:
     """Print the timeline (text or JSON), or write it as a page and say where."""
     if html is not None:
-        written = write_timeline_page(ledger, job_id, html)
-        print(shown(f"wrote {written} (open it in a browser: it works offline)"))
+        html.write_text(job_life_page(ledger, job_id), encoding="utf-8")
+        print(shown(f"wrote {html} (open it in a browser: it works offline)"))
         return 0
     timeline = read_timeline(ledger, job_id)
     if as_json:

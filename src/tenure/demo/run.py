@@ -19,12 +19,10 @@ from typing import Any, TextIO
 import tenure
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
-from tenure.pages import timeline_page
-from tenure.runtree import read_tree
+from tenure.pages import job_life_page
 from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
 from tenure.testing.proxy import TcpProxy
-from tenure.timeline import read_timeline
 
 DEADLINE_SECONDS = 60.0
 COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
@@ -103,10 +101,7 @@ class Demo:
         try:
             job_id = self.play(ledger)
             job, events = ledger.get(job_id), ledger.events(job_id)
-            drawn = None
-            if page is not None:
-                timeline, tree = read_timeline(ledger, job_id), read_tree(ledger, job_id)
-                drawn = timeline_page(timeline.to_dict(), tree.to_dict())
+            drawn = None if page is None else job_life_page(ledger, job_id)
         except TimeoutError as exc:
             self.timeline.render()
             self.out.write(f"\nFAILED: {exc} (logs in {self.folder})\n")
