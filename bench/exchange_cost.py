@@ -31,6 +31,7 @@ from bench.systems.common import (  # noqa: E402
     server_cpu,
     server_cpu_since,
 )
+from tenure.ledger import lease_port  # noqa: E402
 
 
 def main() -> None:
@@ -49,11 +50,13 @@ def main() -> None:
         for statement in args.sql:
             conn.execute(statement)
     with tenure.connect(url) as ledger:
-        leases = ledger.claim_many("bench", limit=args.batch, kinds=["noop"], lease_seconds=60)
+        leases = lease_port(ledger).claim_many(
+            "bench", limit=args.batch, kinds=["noop"], lease_seconds=60
+        )
         server_before, client_before = server_cpu(), cpu_seconds(os.getpid())
         began, done, statements = time.perf_counter(), 0, 0
         while leases:
-            _, next_leases = ledger.complete_and_claim(
+            _, next_leases = lease_port(ledger).complete_and_claim(
                 [(lease, None) for lease in leases],
                 "bench",
                 limit=args.batch,

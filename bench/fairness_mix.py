@@ -32,7 +32,7 @@ def run(url: str, big: int, small: int, concurrency: int, limit: int | None) -> 
         time.sleep(0.02)
 
     ledger = app.ledger
-    ledger.set_tenant_limit("big", limit)
+    ledger.operations.set_tenant_limit("big", limit)
     ledger.submit_many("work", [{}] * big, tenant="big")
     begun = time.monotonic()
     with tenure.Worker(app, concurrency=concurrency) as worker:
@@ -62,8 +62,8 @@ def main() -> None:
         url = args.db or f"sqlite:///{tempfile.mkdtemp()}/mix.db"
         if args.db:
             with tenure.connect(url) as ledger:  # a clean slate for each run
-                ledger.purge(0, keep_keys=0)
-                ledger.set_tenant_limit("big", None)
+                ledger.operations.purge(0, keep_keys=0)
+                ledger.operations.set_tenant_limit("big", None)
         figures = run(url, args.big, args.small, args.concurrency, limit)
         label = "no limit" if limit is None else f"big limited to {limit}"
         print(

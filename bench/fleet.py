@@ -40,6 +40,7 @@ import psycopg  # noqa: E402
 
 import tenure  # noqa: E402
 from bench.systems.common import fresh_database  # noqa: E402
+from tenure.ledger import lease_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 TABLES = ("tenure_jobs", "tenure_events", "tenure_stages")
@@ -56,7 +57,7 @@ def hold(url: str, count: int, owner: str, out: Path, stop_file: Path) -> None:
     with tenure.connect(url, pool_size=2) as ledger:
         leases: list[tenure.Lease] = []
         while len(leases) < count:
-            got = ledger.claim_many(
+            got = lease_port(ledger).claim_many(
                 owner, kinds=["held"], limit=min(1000, count - len(leases)), lease_seconds=LEASE
             )
             if not got:
@@ -70,7 +71,7 @@ def hold(url: str, count: int, owner: str, out: Path, stop_file: Path) -> None:
                 time.sleep(max(0.0, due - time.monotonic()))
                 lag = time.monotonic() - due
                 started = time.monotonic()
-                ledger.extend_many(leases, LEASE)
+                lease_port(ledger).extend_many(leases, LEASE)
                 log.write(
                     json.dumps(
                         {

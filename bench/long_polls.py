@@ -103,7 +103,7 @@ def main() -> int:
     log_path = Path(tempfile.mkdtemp(prefix="tenure-serve-")) / "serve.log"
     try:
         with tenure.connect(url) as ledger:
-            key = ledger.create_tenant("bench")
+            key = ledger.operations.create_tenant("bench")
             jobs = ledger.submit_many("held", [{}] * args.waiters, tenant="bench")
         command = [
             *(sys.executable, "-m", "tenure.cli", "serve", "--db", url, "--port", str(port)),

@@ -61,7 +61,7 @@ async def _rounds(client: Client, rounds: int) -> tuple[list[float], list[float]
 
 def measure(url: str, rounds: int, folder: Path) -> dict[str, tuple[list[float], list[float]]]:
     with tenure.connect(url) as ledger:
-        key = ledger.create_tenant("bench")
+        key = ledger.operations.create_tenant("bench")
     log = open(folder / "processes.log", "ab")  # noqa: SIM115 - closed below
     worker = subprocess.Popen(
         _tenure("worker", APP), env=_env(url), cwd=ROOT, stdout=log, stderr=log

@@ -72,7 +72,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="tenure-http-"))
     db = args.db or f"sqlite:///{folder / 'bench.db'}"
     ledger = tenure.connect(db)
-    key = ledger.create_tenant(f"bench-{os.getpid()}")
+    key = ledger.operations.create_tenant(f"bench-{os.getpid()}")
     port = free_port()
     server = subprocess.Popen(
         [

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import tenure
-from tenure.waits import WaitFor, WaitRequest
+from tenure.ledger import lease_port
+from tenure.wait_state import WaitFor
+from tenure.waits import WaitRequest
 
 Op = tuple[str, Callable[[tenure.Ledger, dict[str, Any]], Any]]
 
@@ -44,16 +46,16 @@ def operations() -> list[Op]:
         ledger.extend(ctx["lease"])
 
     def extend_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
-        ledger.extend_many(ctx["ten"])
+        lease_port(ledger).extend_many(ctx["ten"])
 
     def submit_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         ledger.submit_many("k", [{"n": n} for n in range(10)])
 
     def complete_many_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
-        ledger.complete_many([(lease, {"r": 1}) for lease in ctx["ten"]])
+        lease_port(ledger).complete_many([(lease, {"r": 1}) for lease in ctx["ten"]])
 
     def complete_and_claim_10(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
-        ledger.complete_and_claim(
+        lease_port(ledger).complete_and_claim(
             [(lease, {"r": 1}) for lease in ctx["ten"]], "w", limit=10, lease_seconds=60
         )
 
@@ -87,10 +89,10 @@ def operations() -> list[Op]:
 
     def wait(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signal="go")
-        ledger.wait_on(ctx["lease"], request)
+        lease_port(ledger).wait_on(ctx["lease"], request)
 
     def spawn(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
-        ledger.spawn(ctx["lease"], "child", "k", {"n": 1})
+        lease_port(ledger).spawn(ctx["lease"], "child", "k", {"n": 1})
 
     def children(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
         ledger.children(ctx["job"])
@@ -135,13 +137,13 @@ def sqlite_counter(ledger: tenure.Ledger) -> Counter:
         counter.statements += 1
 
     # One thread: the pool hands the same idle connection back every time.
-    with ledger.store._conn() as conn:  # type: ignore[attr-defined]
+    with ledger._store._conn() as conn:  # type: ignore[attr-defined]
         conn.set_trace_callback(trace)
     return counter
 
 
 def postgres_counter(ledger: tenure.Ledger, trace_file: Path) -> tuple[Counter, Any]:
-    pool = ledger.store._pool  # type: ignore[attr-defined]
+    pool = ledger._store._pool  # type: ignore[attr-defined]
     conn = pool.getconn()
     handle = open(trace_file, "w")  # noqa: SIM115 - closed by the caller
     conn.pgconn.trace(handle.fileno())
@@ -234,7 +236,7 @@ def _prepare(ledger: tenure.Ledger, label: str, ctx: dict[str, Any]) -> None:
     }:
         for _ in range(10):
             ledger.submit("k", {"p": time.monotonic_ns()})
-        ctx["ten"] = ledger.claim_many("w", limit=10, lease_seconds=60)
+        ctx["ten"] = lease_port(ledger).claim_many("w", limit=10, lease_seconds=60)
     if label == "wait (signal was there)":
         ledger.signal(ctx["lease"].job_id, "go", {"ok": True})
     if label == "signal (repeat: answered)":

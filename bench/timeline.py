@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import tenure
+from tenure.ledger import lease_port
 from tenure.timeline import read_timeline
 from tenure.types import StageKind
 
@@ -31,8 +32,8 @@ def _job(ledger: tenure.Ledger, stages: int, claims: int) -> str:
         lease = ledger.claim(f"w{claim}", kinds=[kind], lease_seconds=600)
         assert lease is not None
         for _ in range(per_claim if claim < claims - 1 else stages - position):
-            ledger.start_stage(lease, position, f"s{position}", StageKind.STEP)
-            ledger.finish_stage(lease, position, position)
+            lease_port(ledger).start_stage(lease, position, f"s{position}", StageKind.STEP)
+            lease_port(ledger).finish_stage(lease, position, position)
             position += 1
         if claim == claims - 1:
             ledger.complete(lease, None)

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import tenure
 from tenure.ledger.ended import EndedWatch
+
+import tenure
 
 
 def _no_wakeup(job_id: str, callback: Callable[[], None]) -> Callable[[], None]:
@@ -50,10 +51,10 @@ def measure(url: str, rounds: int, wake: bool) -> tuple[list[float], list[float]
     from tests.support.service import LiveServer  # a real uvicorn server on loopback
 
     ledger = app.ledger
-    watch = ledger.ended
+    watch = ledger._ended
     if not wake:
         watch.watch = _no_wakeup  # type: ignore[method-assign]
-    key = ledger.create_tenant("bench")
+    key = ledger.operations.create_tenant("bench")
     end_to_wait: list[float] = []
     round_trip: list[float] = []
     with tenure.Worker(app, concurrency=4, poll_interval=0.05), LiveServer(ledger) as server:

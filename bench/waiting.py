@@ -22,7 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 import tenure
-from tenure.waits import WaitFor, WaitRequest
+from tenure.ledger import lease_port
+from tenure.wait_state import WaitFor
+from tenure.waits import WaitRequest
 
 
 def park(ledger: tenure.Ledger, count: int) -> None:
@@ -30,13 +32,15 @@ def park(ledger: tenure.Ledger, count: int) -> None:
     if not count:
         return
     ids = ledger.submit_many("parked", [{"n": n} for n in range(count)])
-    leases = ledger.claim_many("parker", kinds=["parked"], limit=len(ids), lease_seconds=60)
+    leases = lease_port(ledger).claim_many(
+        "parker", kinds=["parked"], limit=len(ids), lease_seconds=60
+    )
     for n, lease in enumerate(leases):
         if n % 2:
             request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signal="go")
         else:
             request = WaitRequest(0, "sleep#1", WaitFor.TIMER, seconds=3600)
-        assert ledger.wait_on(lease, request).suspended
+        assert lease_port(ledger).wait_on(lease, request).suspended
 
 
 def claim_latency(ledger: tenure.Ledger, claims: int) -> list[float]:
@@ -62,7 +66,7 @@ def drain_rate(url: str, jobs: int) -> float:
     ledger.submit_many("noop", [{"n": n} for n in range(jobs)])
     started = time.perf_counter()
     with tenure.Worker(app, concurrency=8, poll_interval=0.05):
-        while ledger.counts(kind="noop")[tenure.JobState.SUCCEEDED] < jobs:
+        while ledger.operations.counts(kind="noop")[tenure.JobState.SUCCEEDED] < jobs:
             time.sleep(0.01)
     rate = jobs / (time.perf_counter() - started)
     app.close()
@@ -123,7 +127,7 @@ def run(backend: str, base: str | None, args: argparse.Namespace) -> None:
             with tenure.connect(url) as ledger:
                 park(ledger, waiting)
                 times = sorted(claim_latency(ledger, args.claims))
-                counts = ledger.counts()
+                counts = ledger.operations.counts()
             rate = drain_rate(url, 2000)
             idle = idle_transactions(url, args.idle)
             assert counts[tenure.JobState.WAITING] == waiting

@@ -55,7 +55,7 @@ def call_tool(request: dict[str, Any], fx: tenure.Effect, idempotency_key: str) 
                 effects.write(f"{idempotency_key} {request['tool']}\n")
             return {"ok": True, "tool": request["tool"], "key": idempotency_key}
 
-        answer = receiver.apply(fx.job_id, fx.fence, idempotency_key, real_side_effect)
+        answer = receiver.apply(fx.job_id, fx.token, idempotency_key, real_side_effect)
     if idempotency_key.rsplit(":", 1)[1] == KILL_AT:  # the effect ran; its result is not kept
         (FOLDER / f"at-step-{KILL_AT}").write_text(str(os.getpid()))
         time.sleep(600)

@@ -81,7 +81,7 @@ def send_reply(fx: tenure.Effect, ticket: str, answer: dict[str, Any]) -> dict[s
                 replies.write(f"{ticket}\n")
             return {"reply_to": ticket, "refund_eur": answer["refund_eur"]}
 
-        result: dict[str, Any] = receiver.apply(fx.job_id, fx.fence, fx.key, deliver)
+        result: dict[str, Any] = receiver.apply(fx.job_id, fx.token, fx.key, deliver)
         return result
 
 

@@ -49,9 +49,9 @@ def charge_card(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, An
             def book() -> dict[str, Any]:
                 with open(FOLDER / "charges.log", "a") as ledger_file:
                     ledger_file.write(f"{fx.key} {payload['amount']}\n")
-                return {"charged": payload["amount"], "fence": fx.fence}
+                return {"charged": payload["amount"], "fence": fx.token}
 
-            receipt = bank.apply(fx.job_id, fx.fence, fx.key, book)
+            receipt = bank.apply(fx.job_id, fx.token, fx.key, book)
         checkpoint("charged")  # the bank has it; the worker dies before recording it
         return receipt
 
@@ -129,7 +129,7 @@ def main() -> int:
         first = workers.start("spawned", "refund")  # refunds only: the charge runs later
         until("the approval wait", lambda: ledger.get(refund_id).state == "waiting")
         job = ledger.get(refund_id)
-        waits_for = job.wait and job.wait["name"]
+        waits_for = job.wait and job.wait.signal
         print(f"waiting for: {waits_for} (owner {job.owner_id}, lease {job.lease_until})")
         print("approve:", ledger.signal(refund_id, "approval", approval))
         print("approve again (double click):", ledger.signal(refund_id, "approval", approval))

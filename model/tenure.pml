@@ -155,7 +155,8 @@ hidden byte children_first = 1;
 
 /* --------------------------------------------------------------- guard predicates ----- */
 /* The actions the SQL's lease-guarded blocks name, as `-- guard: lease (model: NAME)`, one per
-   line below (tests/test_model.py reads them; model/check refutes each without its guard):
+   line below (tests/integration/test_model.py reads them; model/check refutes each without
+   its guard):
    action complete: the committer's batched complete (complete_one, in publish)
    action extend: the lease keeper's renewal (the Worker's extend_many step)
    action record: a write that records progress under the lease (record)

@@ -30,16 +30,33 @@ POOLER_ENV = "TENURE_TEST_POOLER"
 
 BACKENDS = ["sqlite", "postgres"]
 
+# The tiers: a test's folder under tests/ is its marker (`pytest -m unit` is `pytest tests/unit`).
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "integration", "faults")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that talks to PostgreSQL `postgres` (its backend parameter, or the server
-    fixture anywhere in its fixtures), so that `-m postgres` runs all of them again on the
-    embedded server."""
+    """Mark every test with its tier (`unit`, `integration`, `faults`: its folder), and every
+    test that talks to PostgreSQL `postgres` (its backend parameter, or the server fixture
+    anywhere in its fixtures), so that `-m postgres` runs all of them again on the embedded
+    server."""
     for item in items:
+        tier = _tier(Path(item.path))
+        if tier is not None:
+            item.add_marker(tier)
         callspec = getattr(item, "callspec", None)
         on_postgres = callspec is not None and callspec.params.get("backend") == "postgres"
         if on_postgres or "postgres_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
+
+
+def _tier(path: Path) -> str | None:
+    """The tier folder a test file sits in (tests/unit/..., tests/faults/...), if any."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The fixtures of the official MCP conformance suite (`@modelcontextprotocol/conformance`)
 as tenure jobs, for `tenure mcp tests.mcp_conformance_app:app --transport streamable-http
---no-auth` with a `tenure worker` beside it (tests/test_mcp_conformance.py). Only the fixtures
-a JSON result can express are here; the rest are listed, with the reason, in
+--no-auth` with a `tenure worker` beside it (tests/integration/test_mcp_conformance.py). Only
+the fixtures a JSON result can express are here; the rest are listed, with the reason, in
 tests/mcp-conformance-baseline.yml."""
 
 from __future__ import annotations

@@ -287,7 +287,7 @@ def fairness(url: str, n: int, processes: int, **_: Any) -> dict[str, Any]:
             for start in range(0, n, BATCH):
                 ids += ledger.submit_many("tick", [{}] * min(BATCH, n - start))
             wait_until(
-                lambda: ledger.counts(kind="tick")[tenure.JobState.SUCCEEDED] >= n,
+                lambda: ledger.operations.counts(kind="tick")[tenure.JobState.SUCCEEDED] >= n,
                 300,
                 "fairness drain",
             )
@@ -356,7 +356,7 @@ def _wait_drained(ledger: tenure.Ledger, n: int) -> int:
     """Poll (every 50 ms) until `n` jobs succeeded; how many polls that took."""
     polls = 0
     deadline = time.monotonic() + 600
-    while ledger.counts(kind="noop")[tenure.JobState.SUCCEEDED] < n:
+    while ledger.operations.counts(kind="noop")[tenure.JobState.SUCCEEDED] < n:
         polls += 1
         if time.monotonic() > deadline:
             raise TimeoutError("drain: not within 600s")

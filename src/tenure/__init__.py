@@ -46,7 +46,8 @@ from tenure.errors import (
     WaitTimeout,
 )
 from tenure.evidence import Allowed, CodeResult, DocumentRef, Evidence, MediaRef
-from tenure.ledger import Ledger, connect
+from tenure.ledger import Ledger, Operations, connect
+from tenure.options import SubmitOptions
 from tenure.retrieval import Retriever
 from tenure.runtime.context import JobContext
 from tenure.runtime.worker import Worker
@@ -65,6 +66,7 @@ from tenure.types import (
     StageKind,
     StageStatus,
 )
+from tenure.wait_state import WaitFor, WaitState
 
 # A library stays silent unless the application configures logging for "tenure".
 logging.getLogger("tenure").addHandler(logging.NullHandler())
@@ -104,6 +106,7 @@ __all__ = [
     "Ledger",
     "MediaRef",
     "NonRetryable",
+    "Operations",
     "OwnershipUnknown",
     "PayloadTooLarge",
     "PurgeReport",
@@ -120,6 +123,7 @@ __all__ = [
     "StoreConflict",
     "StoreRejected",
     "StoreUnavailable",
+    "SubmitOptions",
     "TenantExists",
     "TenantNotFound",
     "TenureError",
@@ -127,6 +131,8 @@ __all__ = [
     "ToolOutcomeUnknown",
     "Unavailable",
     "UnsupportedDatabase",
+    "WaitFor",
+    "WaitState",
     "WaitTimeout",
     "Worker",
     "__version__",

@@ -7,11 +7,12 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from tenure import labels as label_rules
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
+from tenure.options import SubmitKwargs, SubmitOptions, submit_options
 from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
 from tenure.tooltypes import ToolTypes, TypedValue, is_schema_type, tool_types
 from tenure.types import JSON
@@ -287,8 +288,8 @@ class App:
             )
             if self._ledger is not None:  # opened before this class
                 if labels is not None:
-                    self._ledger.declare_labels({kind: dict(labels)})
-                self._ledger.declare_versions({kind: version})
+                    self._ledger.operations.declare_labels({kind: dict(labels)})
+                self._ledger.operations.declare_versions({kind: version})
             return handler
 
         return register
@@ -372,9 +373,11 @@ class App:
         declared = {k: c.labels for k, c in self.job_classes.items() if c.labels is not None}
         try:
             if declared:
-                ledger.declare_labels(declared)
+                ledger.operations.declare_labels(declared)
             if self.job_classes:
-                ledger.declare_versions({k: c.version for k, c in self.job_classes.items()})
+                ledger.operations.declare_versions(
+                    {k: c.version for k, c in self.job_classes.items()}
+                )
         except BaseException:
             ledger.close()
             raise
@@ -387,7 +390,13 @@ class App:
             self._ledger = self.connect()
         return self._ledger
 
-    def submit(self, kind: str, payload: JSON, **options: Any) -> str:
+    def submit(
+        self,
+        kind: str,
+        payload: JSON,
+        options: SubmitOptions | None = None,
+        **changes: Unpack[SubmitKwargs],
+    ) -> str:
         """Submit a job of a registered kind, with the class's max_attempts unless given.
 
         A kind the app has no class for is refused (`InvalidArgument`): it is most likely a
@@ -400,8 +409,10 @@ class App:
                 f"the app has no job class {kind!r} (its kinds: {known}); register it with "
                 "@app.job, or submit it with app.ledger.submit"
             )
-        options.setdefault("max_attempts", job_class.max_attempts)
-        return self.ledger.submit(kind, payload, **options)
+        chosen = submit_options(options, changes)
+        if chosen.max_attempts is None:
+            chosen = chosen.merged({"max_attempts": job_class.max_attempts})
+        return self.ledger.submit(kind, payload, chosen)
 
     def close(self) -> None:
         """Close the shared ledger, if it was opened."""

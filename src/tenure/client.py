@@ -14,17 +14,17 @@ from tenure.extras import needs
 needs("client", "httpx", what="tenure.Client")
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 from urllib.parse import quote
 
 import httpx
 
 from tenure import tracing
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import (
     SERVED,
     AccessDenied,
@@ -37,7 +37,9 @@ from tenure.errors import (
     TenureError,
 )
 from tenure.evidence import Evidence, reference_from
+from tenure.options import SubmitKwargs, SubmitOptions, changed_options, submit_options
 from tenure.types import JSON, Event, EventType, Job, JobState
+from tenure.wait_state import WaitState
 
 # The server answers a long-poll after at most its --max-wait (30 s by default); each wait
 # request asks for no more than this and the client loops until its own timeout.
@@ -90,6 +92,8 @@ def job_from_json(data: dict[str, Any]) -> Job:
     values.update({name: _time(data.get(name)) for name in times})
     values["state"] = JobState(data["state"])
     values["evidence"] = ()  # the job's answer leaves it out: `evidence(job_id)` reads it
+    values["wait"] = WaitState.parse(data.get("wait"))
+    values["token"] = data["fencing_token"]  # the wire's name for it
     return Job(**values)
 
 
@@ -151,33 +155,24 @@ class _Calls:
         self.retries = max(0, int(retries))
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def submit(
-        self,
-        kind: str,
-        payload: JSON,
-        idempotency_key: str | None,
-        priority: int,
-        max_attempts: int | None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
-    ) -> _Call:
-        body: dict[str, Any] = {"kind": kind, "payload": payload, "priority": priority}
-        if principal is not None:
-            body["principal"] = principal
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
-        if max_attempts is not None:
-            body["max_attempts"] = max_attempts
-        if labels is not None:
-            body["labels"] = labels
+    def submit(self, kind: str, payload: JSON, options: SubmitOptions) -> _Call:
+        # The body carries every option left off its default, by its own name; the trace goes
+        # in its header.
+        fields = changed_options(options)
+        fields.pop("traceparent", None)
+        if "run_after" in fields:
+            raise InvalidArgument(
+                "the HTTP API takes no run_after: submit a delayed job through the ledger"
+            )
+        if "labels" in fields:
+            fields["labels"] = dict(fields["labels"])
+        body: dict[str, Any] = {"kind": kind, "payload": payload, **fields}
         # The caller's trace (given, or its current OpenTelemetry span): the job joins it.
-        trace = traceparent or tracing.current_traceparent()
+        trace = options.traceparent or tracing.current_traceparent()
         headers = {"traceparent": trace} if trace else {}
         # Without a key a resent submit would be a second job: never retried.
-        return _Call(
-            "POST", "/v1/jobs", body, True, headers=headers, retry=idempotency_key is not None
-        )
+        retry = options.idempotency_key is not None
+        return _Call("POST", "/v1/jobs", body, True, headers=headers, retry=retry)
 
     def get(self, job_id: str, wait: float = 0.0) -> _Call:
         params = {"wait": round(wait, 3)} if wait > 0 else {}
@@ -230,33 +225,35 @@ class Client:
     """`tenure serve` from synchronous code: `with tenure.Client(url, api_key) as client:`.
 
     `timeout` bounds each request (a long-poll adds its wait); `retries` is how many times a
-    call that is safe to repeat is resent after a transport error.
+    call that is safe to repeat is resent after a transport error. `clock` times `wait`'s
+    deadline and the pauses between retries (a test may pass a `FakeClock`).
     """
 
     def __init__(
-        self, url: str, api_key: str | None = None, *, timeout: float = 10.0, retries: int = 2
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        retries: int = 2,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._calls = _Calls(url, api_key, timeout, retries)
         self._http = httpx.Client()
+        self._clock = clock
 
     def submit(
         self,
         kind: str,
         payload: JSON,
-        *,
-        idempotency_key: str | None = None,
-        priority: int = 0,
-        max_attempts: int | None = None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
+        options: SubmitOptions | None = None,
+        **changes: Unpack[SubmitKwargs],
     ) -> str:
         """Submit a job; its id. A repeated key returns the key's job (same kind and payload).
-        `labels`, `traceparent` and `principal` as for `Ledger.submit` (the trace: the
-        current span's by default)."""
-        call = self._calls.submit(
-            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent, principal
-        )
+        The options as for `Ledger.submit` (the trace: the current span's by default; the
+        tenant: the API key's unless an admin key names one), except `run_after`, which the
+        HTTP API does not take."""
+        call = self._calls.submit(kind, payload, submit_options(options, changes))
         return str(self._send(call)["id"])
 
     def get(self, job_id: str) -> Job:
@@ -265,11 +262,11 @@ class Client:
 
     def wait(self, job_id: str, timeout: float = 30.0) -> Job:
         """The job once it has ended, or as it is when `timeout` seconds have passed."""
-        deadline = time.monotonic() + max(0.0, timeout)
+        deadline = self._clock.monotonic() + max(0.0, timeout)
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             job = job_from_json(self._send(self._calls.get(job_id, min(remaining, _LONG_POLL))))
-            if job.terminal or deadline - time.monotonic() <= 0:
+            if job.terminal or deadline - self._clock.monotonic() <= 0:
                 return job
 
     def result(self, job_id: str, timeout: float = 30.0) -> JSON:
@@ -314,36 +311,37 @@ class Client:
             except httpx.TransportError as exc:
                 if attempt == attempts - 1:
                     raise self._calls.unavailable(exc) from exc
-                time.sleep(_RETRY_PAUSE * 2**attempt)
+                self._clock.sleep(_RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
 
 class AsyncClient:
     """`tenure serve` from async code: `async with tenure.AsyncClient(url, api_key) as c:`.
-    The same calls as `Client`, awaited; `aclose()` closes it."""
+    The same calls as `Client`, awaited; `aclose()` closes it. `clock` times `wait`'s deadline
+    (the pauses between retries are the event loop's `asyncio.sleep`)."""
 
     def __init__(
-        self, url: str, api_key: str | None = None, *, timeout: float = 10.0, retries: int = 2
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        retries: int = 2,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._calls = _Calls(url, api_key, timeout, retries)
         self._http = httpx.AsyncClient()
+        self._clock = clock
 
     async def submit(
         self,
         kind: str,
         payload: JSON,
-        *,
-        idempotency_key: str | None = None,
-        priority: int = 0,
-        max_attempts: int | None = None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
+        options: SubmitOptions | None = None,
+        **changes: Unpack[SubmitKwargs],
     ) -> str:
         """See `Client.submit`."""
-        call = self._calls.submit(
-            kind, payload, idempotency_key, priority, max_attempts, labels, traceparent, principal
-        )
+        call = self._calls.submit(kind, payload, submit_options(options, changes))
         return str((await self._send(call))["id"])
 
     async def get(self, job_id: str) -> Job:
@@ -352,12 +350,12 @@ class AsyncClient:
 
     async def wait(self, job_id: str, timeout: float = 30.0) -> Job:
         """See `Client.wait`."""
-        deadline = time.monotonic() + max(0.0, timeout)
+        deadline = self._clock.monotonic() + max(0.0, timeout)
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             answer = await self._send(self._calls.get(job_id, min(remaining, _LONG_POLL)))
             job = job_from_json(answer)
-            if job.terminal or deadline - time.monotonic() <= 0:
+            if job.terminal or deadline - self._clock.monotonic() <= 0:
                 return job
 
     async def result(self, job_id: str, timeout: float = 30.0) -> JSON:

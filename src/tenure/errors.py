@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import enum
+import warnings
 from typing import Any, ClassVar
+
+
+def renamed(old: str, new: str) -> None:
+    """Warn that `old` is a deprecated name of `new`, at the caller's caller."""
+    warnings.warn(f"{old} is deprecated: use {new} (removed in 0.3)", DeprecationWarning, 3)
 
 
 class TenureError(Exception):
@@ -185,12 +192,23 @@ class StaleFence(TenureError, code="stale_fence", status=409):
         *,
         highest: int | None = None,
         scope: str | None = None,
+        token: int | None = None,
         fence: int | None = None,
     ) -> None:
         super().__init__(message or self.error_code)
+        if fence is not None:
+            renamed("StaleFence(fence=)", "StaleFence(token=)")
+            token = fence if token is None else token
         self.highest = highest
         self.scope = scope
-        self.fence = fence
+        self.token = token
+        """The refused command's token (`"fence"` in the 409 body, as its header says)."""
+
+    @property
+    def fence(self) -> int | None:
+        """Deprecated name of `token` (removed in 0.3)."""
+        renamed("StaleFence.fence", "StaleFence.token")
+        return self.token
 
 
 class FenceConflict(StaleFence, code="fence_conflict", status=409):
@@ -214,16 +232,32 @@ class ResumeRefused(TenureError, code="resume_refused"):
         self.message = message
 
 
+class CancelReason(enum.StrEnum):
+    """Why `ctx.cancelled` was set (`ctx.cancel_reason`), and why a `JobCancelled` was raised
+    (its `reason`). Here with the exception that carries it; `tenure.types` names it too."""
+
+    LEASE_LOST = "lease_lost"
+    CANCELLED = "cancelled"
+    STAGE_TIMEOUT = "stage_timeout"
+    MAX_LEASE_LIFETIME = "max_lease_lifetime"
+    LEASE_UNCONFIRMED = "lease_unconfirmed"
+    OWNERSHIP_UNKNOWN = "ownership_unknown"
+    SHUTDOWN = "shutdown"
+    JOB_MISSING = "job_missing"
+    """The held job is gone from the database (a failover or restore lost its row)."""
+
+
 class JobCancelled(BaseException):
     """The running job was cancelled, lost its lease or timed out.
 
     A `BaseException`, so that a tool's `except Exception` cannot swallow it. `reason` says
-    which: lease_lost, ownership_unknown, stage_timeout, max_lease_lifetime or shutdown.
+    which (a `CancelReason`: lease_lost, ownership_unknown, stage_timeout, max_lease_lifetime,
+    shutdown, ...); None, the default, is `CancelReason.CANCELLED`.
     """
 
-    def __init__(self, reason: str = "cancelled") -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, reason: CancelReason | None = None) -> None:
+        self.reason: CancelReason = CancelReason.CANCELLED if reason is None else reason
+        super().__init__(str(self.reason))
 
 
 # The errors the HTTP API answers with their own code, the most specific first: the service

@@ -11,13 +11,13 @@ fewer assertions than the recording did.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tenure.app import App
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import InvalidArgument
 from tenure.ledger import Ledger, p95
 from tenure.replay import ReplayReport, replay
@@ -151,9 +151,11 @@ def evaluate(
     candidate: App | None = None,
     *,
     names: tuple[str, str] = ("baseline", "candidate"),
+    clock: Clock = SYSTEM_CLOCK,
 ) -> EvaluationReport:
     """Replay each job through `candidate` (default: `baseline`) and judge both runs with the
-    baseline's assertions. Nothing is written and no effect is sent."""
+    baseline's assertions (each replay timed by `clock`). Nothing is written and no effect is
+    sent."""
     candidate = candidate or baseline
     jobs = [ledger.get(job_id) for job_id in job_ids]  # every id known before any replay
     unfinished = [job.id for job in jobs if not job.terminal]
@@ -164,9 +166,9 @@ def evaluate(
         if job.state is JobState.CANCELLED:  # what it did is what a cancel left: not re-run
             report.jobs.append(_judge(ledger, job, None, baseline, 0.0))
             continue
-        started = time.perf_counter()
+        started = clock.monotonic()
         replayed = replay(ledger, job.id, candidate)
-        elapsed_ms = (time.perf_counter() - started) * 1000
+        elapsed_ms = (clock.monotonic() - started) * 1000
         report.jobs.append(_judge(ledger, job, replayed, baseline, elapsed_ms))
     return report
 

@@ -74,7 +74,7 @@ class ReplayContext:
         self.job_id = job.id
         self.kind = job.kind
         self.tenant = job.tenant
-        self.token = job.fencing_token
+        self.token = job.token
         self.attempt = job.attempt
         self.payload = job.payload
         self.variant = job.variant
@@ -199,17 +199,8 @@ class ReplayContext:
         kind = StageKind.STEP
         note = _placement(name, kind, recorded)
         old = recorded.result if recorded is not None and not note else None
-        self._report.stages.append(
-            StageDiff(
-                self._position - 1,
-                name,
-                kind.value,
-                old,
-                replayed,
-                bool(note) or _canonical(old) != _canonical(replayed),
-                note,
-            )
-        )
+        changed = bool(note) or _canonical(old) != _canonical(replayed)
+        self._diff(name, kind, old, replayed, changed, note)
         return replayed
 
     def _substitute(
@@ -221,18 +212,19 @@ class ReplayContext:
     ) -> Any:
         note = _placement(name, kind, recorded)
         value = recorded.result if recorded is not None and not note else None
-        self._report.stages.append(
-            StageDiff(
-                self._position - 1,
-                name,
-                kind.value,
-                value,
-                value,
-                bool(note),
-                note or f"{instead}: the recorded result was used",
-            )
+        self._diff(
+            name, kind, value, value, bool(note), note or f"{instead}: the recorded result was used"
         )
         return value
+
+    def _diff(
+        self, name: str, kind: StageKind, recorded: Any, replayed: Any, changed: bool, note: str
+    ) -> None:
+        """The report's line for the stage just taken."""
+        position = self._position - 1
+        self._report.stages.append(
+            StageDiff(position, name, kind.value, recorded, replayed, changed, note)
+        )
 
 
 def _placement(name: str, kind: StageKind, recorded: Stage | None) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from tenure.errors import JobNotFound
 from tenure.types import Job
+from tenure.wait_state import WaitState
 
 MAX_DEPTH = 6
 MAX_NODES = 500
@@ -43,7 +44,7 @@ class RunNode:
             "id": job.id,
             "kind": job.kind,
             "state": job.state.value,
-            "token": job.fencing_token,
+            "token": job.token,
             "attempt": job.attempt,
             "max_attempts": job.max_attempts,
             "principal": job.principal,
@@ -67,11 +68,12 @@ class RunTree:
         return {"root": self.root.to_dict(), "focus": self.focus, "truncated": self.truncated}
 
 
-def _wait_shown(wait: dict[str, Any] | None) -> dict[str, Any] | None:
+def _wait_shown(wait: WaitState | None) -> dict[str, Any] | None:
     """What a job waits for: kind, signal name, child ids, deadline; never a question's words."""
     if wait is None:
         return None
-    return {key: wait[key] for key in ("for", "name", "jobs", "until", "position") if key in wait}
+    shown = ("for", "name", "jobs", "until", "position")
+    return {key: wait.document[key] for key in shown if key in wait.document}
 
 
 def read_tree(

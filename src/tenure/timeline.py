@@ -221,7 +221,7 @@ class Timeline:
                     "state": job.state,
                     "attempt": job.attempt,
                     "max_attempts": job.max_attempts,
-                    "token": job.fencing_token,
+                    "token": job.token,
                     "owner": job.owner_id,
                     "parent_id": job.parent_id,
                     "principal": job.principal,
@@ -435,7 +435,7 @@ class _Builder:
             lane.ended_at = lane.claimed_at
             lane.ended_by = LaneEnd.FAILOVER if self.rules else LaneEnd.UNKNOWN
             return
-        if following is None and job.state is JobState.RUNNING and job.fencing_token == lane.token:
+        if following is None and job.state is JobState.RUNNING and job.token == lane.token:
             lane.lease_until = job.lease_until or lane.lease_until
             if job.heartbeat_at is not None and job.heartbeat_at > lane.claimed_at:
                 lane.renewals.append(job.heartbeat_at)

@@ -243,16 +243,16 @@ class FenceSpan:
         if self.span is not None:
             self.span.set_attribute("tenure.fence.outcome", value)
 
-    def stale(self, fence: int, highest: int) -> None:
+    def stale(self, token: int, highest: int) -> None:
         if self.span is not None:
             self.span.set_attribute("tenure.fence.outcome", "refused")
             self.span.add_event(
-                "tenure.stale_fence", {"tenure.token": fence, "tenure.fence.highest": highest}
+                "tenure.stale_fence", {"tenure.token": token, "tenure.fence.highest": highest}
             )
 
 
 @contextmanager
-def fence_span(scope: str, fence: int, traceparent: str | None) -> Iterator[FenceSpan]:
+def fence_span(scope: str, token: int, traceparent: str | None) -> Iterator[FenceSpan]:
     """The span of one fence decision (`tenure.fence`), a child of the effect that sent the
     command when its `traceparent` is given, else of the current span."""
     if not enabled():
@@ -270,7 +270,7 @@ def fence_span(scope: str, fence: int, traceparent: str | None) -> Iterator[Fenc
         "tenure.fence",
         context=parent,
         kind=SpanKind.SERVER if traceparent is not None else SpanKind.INTERNAL,
-        attributes={"tenure.fence.scope": scope, "tenure.token": fence},
+        attributes={"tenure.fence.scope": scope, "tenure.token": token},
         record_exception=False,
         set_status_on_exception=False,
     ) as span:

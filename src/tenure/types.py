@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# CancelReason lives with JobCancelled (errors imports nothing of tenure); named here too.
+from tenure.errors import CancelReason as CancelReason  # noqa: PLC0414 (a re-export)
+from tenure.errors import renamed
 from tenure.evidence import Evidence
+from tenure.wait_state import WaitState
 
 JSON = Any
 """A JSON value: dict, list, str, int, float, bool or None."""
@@ -65,20 +69,6 @@ class EventType(enum.StrEnum):
     """A receiver refused the effect's command: a stale fence, or a second holder of one."""
 
 
-class CancelReason(enum.StrEnum):
-    """Why `ctx.cancelled` was set (`ctx.cancel_reason`)."""
-
-    LEASE_LOST = "lease_lost"
-    CANCELLED = "cancelled"
-    STAGE_TIMEOUT = "stage_timeout"
-    MAX_LEASE_LIFETIME = "max_lease_lifetime"
-    LEASE_UNCONFIRMED = "lease_unconfirmed"
-    OWNERSHIP_UNKNOWN = "ownership_unknown"
-    SHUTDOWN = "shutdown"
-    JOB_MISSING = "job_missing"
-    """The held job is gone from the database (a failover or restore lost its row)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Job:
     """A job as stored, read at one moment."""
@@ -89,7 +79,9 @@ class Job:
     state: JobState
     owner_id: str | None
     lease_until: datetime | None
-    fencing_token: int
+    token: int
+    """The job's fencing token: raised by every claim, carried by every write and effect of
+    the attempt that holds it (`Lease.token`, `Effect.token`; `fencing_token` on the wire)."""
     heartbeat_at: datetime | None
     attempt: int
     max_attempts: int
@@ -105,10 +97,9 @@ class Job:
     created_at: datetime
     updated_at: datetime
     parent_id: str | None = None
-    wait: dict[str, Any] | None = None
-    """What a `waiting` job waits for: {"for": "signal"|"jobs"|"timer", "name"?, "jobs"?,
-    "position", "until"?} (`until` an ISO time by the database's clock); kept after the wait
-    until the next one."""
+    wait: WaitState | None = None
+    """What a `waiting` job waits for (a signal, child jobs or a timer, with its deadline by
+    the database's clock); kept after the wait until the next one."""
     variant: str | None = None
     """The rollout variant the job was given at submit (None: the stable one)."""
     labels: dict[str, str] | None = None
@@ -130,6 +121,12 @@ class Job:
     def terminal(self) -> bool:
         """True once the job is succeeded, failed or cancelled."""
         return self.state.terminal
+
+    @property
+    def fencing_token(self) -> int:
+        """Deprecated name of `token` (removed in 0.3)."""
+        renamed("Job.fencing_token", "Job.token")
+        return self.token
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +153,7 @@ class Lease:
     payload: JSON = field(repr=False)
     step: int = 0
     checkpoint: JSON = field(default=None, repr=False)
-    wait: dict[str, Any] | None = None
+    wait: WaitState | None = None
     variant: str | None = None
     labels: dict[str, str] | None = None
     traceparent: str | None = None
@@ -251,9 +248,9 @@ class PurgeReport:
 
 @dataclass(frozen=True, slots=True)
 class Effect:
-    """Handed to an effect's function: send `key` and `fence` with the request.
+    """Handed to an effect's function: send `key` and `token` with the request.
 
-    `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `fence` is the job's current
+    `key` is `tool-job:{job_id}:{name}`, the same on every attempt; `token` is the job's current
     fencing token; `in_doubt` is True when an earlier attempt started this effect and never
     recorded its result (ask the receiver, or resend with the same key). `job_id` is the scope
     a receiver keeps the highest fence for (`tenure.fence.headers(fx)` sends all of them).
@@ -261,14 +258,63 @@ class Effect:
 
     name: str
     key: str
-    fence: int
+    token: int
     in_doubt: bool
     job_id: str
     traceparent: str | None = None
     """The effect's span, for the receiver to continue the trace (None without tracing)."""
     claim: str | None = None
-    """The identity of the claim that holds `fence` (`Lease.claim`): a receiver binds the
+    """The identity of the claim that holds `token` (`Lease.claim`): a receiver binds the
     token it accepts to it and refuses a second holder of the same token."""
+
+    @property
+    def fence(self) -> int:
+        """Deprecated name of `token` (removed in 0.3)."""
+        renamed("Effect.fence", "Effect.token")
+        return self.token
+
+
+class RolloutState(enum.StrEnum):
+    """Whether a rollout's breaker has tripped (it trips once; a stop deletes the rollout)."""
+
+    ACTIVE = "active"
+    TRIPPED = "tripped"
+
+
+class OnTrip(enum.StrEnum):
+    """What a tripped rollout does with the new jobs the candidate would have had."""
+
+    STABLE = "stable"
+    """They get the stable variant."""
+    HOLD = "hold"
+    """They wait (held) for an operator's `tenure rollout release`."""
+
+
+class WorkerCount(enum.StrEnum):
+    """A worker's counter (its lease keeper's): `Worker.stats`, and the metric
+    `tenure_worker_<name>`, by kind and labels for those of jobs (`per_job`)."""
+
+    CLAIMED = "claimed"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # its last attempt
+    RETRIED = "retried"  # failed, with attempts left
+    RELEASED = "released"  # given back at a shutdown
+    HEARTBEATS = "heartbeats"  # leases renewed
+    EXTENSION_FAILURES = "extension_failures"  # leases whose renewal failed
+    LEASES_LOST = "leases_lost"
+    LEASES_UNCONFIRMED = "leases_unconfirmed"
+    STAGE_TIMEOUTS = "stage_timeouts"
+    MAX_LEASE_LIFETIME = "max_lease_lifetime"
+    CANCELS_HEARD = "cancels_heard"
+    STEPS_IN_DOUBT = "steps_in_doubt"
+    RESULTS_REJECTED = "results_rejected"
+    RENEWAL_BATCHES = "renewal_batches"
+    """Renewal statements sent: the worker's alone, not any job's."""
+
+    @property
+    def per_job(self) -> bool:
+        """True for a count of what happened to jobs (kept by kind and labels too)."""
+        return self is not WorkerCount.RENEWAL_BATCHES
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +329,8 @@ class Rollout:
     max_failure_rate: float | None
     max_cost_ratio: float | None
     min_jobs: int
-    on_trip: str
-    state: str
+    on_trip: OnTrip
+    state: RolloutState
     started_at: datetime
     tripped_at: datetime | None = None
     trip: dict[str, Any] | None = None
@@ -302,3 +348,71 @@ class RolloutJob:
     tokens: int
     usd: float
     in_doubt: int
+
+
+# -- read models: the figures operations and metrics read -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """A tenant and how many of its keys are live."""
+
+    name: str
+    created_at: datetime
+    active_keys: int
+    revoked_keys: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFigure:
+    """Jobs of one kind (and tenant, when asked) in one state, with their lease figures.
+
+    Ages are seconds by the database's clock; None where no job of the group has one.
+    """
+
+    kind: str
+    tenant: str | None
+    labels: dict[str, str] | None
+    state: JobState
+    jobs: int
+    expired_leases: int
+    oldest_heartbeat_age: float | None
+    least_lease_remaining: float | None
+    oldest_due_age: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventTotals:
+    """How many recovery events the jobs of one kind (and tenant) have recorded."""
+
+    kind: str
+    tenant: str | None
+    labels: dict[str, str] | None
+    leases_expired: int
+    jobs_reclaimed: int
+    extension_failures: int
+    results_rejected: int
+    steps_in_doubt: int
+    ownership_unknown: int
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueStages:
+    """Steps and effects running past their stage timeout, of one kind (and tenant, labels)."""
+
+    kind: str
+    tenant: str | None
+    labels: dict[str, str] | None
+    stages: int
+    most_overdue_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalTotals:
+    """One retriever's lookups since the events began: cache hits, misses (a search ran), and
+    refs its recheck dropped."""
+
+    retriever: str
+    hits: int
+    misses: int
+    dropped: int

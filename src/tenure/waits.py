@@ -5,30 +5,20 @@ settled wait gave the handler (`WaitResult`: `Signalled`, `ChildrenEnded`, `Time
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from tenure.asking import Ask
 from tenure.errors import ChildFailed, InvalidArgument, WaitTimeout
 from tenure.types import JSON, Event, EventType, Job, JobState
+from tenure.wait_state import WaitFor, WaitState
 
 # A job a tripped `hold` rollout holds waits for this signal (`tenure rollouts release`).
 HELD_SIGNAL = "release"
-# The stage position of that wait: it belongs to no stage of the handler's.
-HELD_POSITION = -1
-FAILED_STATES = frozenset({JobState.FAILED.value, JobState.CANCELLED.value})
-ENDED_STATES = frozenset({JobState.SUCCEEDED.value, *FAILED_STATES})
-
-
-class WaitFor(enum.StrEnum):
-    """What a job waits for."""
-
-    SIGNAL = "signal"
-    JOBS = "jobs"
-    TIMER = "timer"
+FAILED_STATES = frozenset({JobState.FAILED, JobState.CANCELLED})
+ENDED_STATES = frozenset({JobState.SUCCEEDED, *FAILED_STATES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,58 +45,9 @@ class WaitRequest:
         return {"position": self.position}
 
 
-@dataclass(frozen=True, slots=True)
-class WaitState:
-    """What a waiting job waits for: its `wait` document, parsed once."""
-
-    wait_for: WaitFor
-    position: int
-    signal: str | None = None
-    jobs: tuple[str, ...] = ()
-    until: datetime | None = None
-    ask: Ask | None = None
-    held: bool = False  # held by a tripped rollout, not by a wait of its handler
-
-    @classmethod
-    def parse(cls, document: Mapping[str, Any] | None) -> WaitState | None:
-        """The state a stored document describes (None: none, or one this version cannot
-        read)."""
-        if not document:
-            return None
-        try:
-            wait_for = WaitFor(str(document.get("for")))
-        except ValueError:
-            return None
-        position = document.get("position")
-        position = position if isinstance(position, int) else 0
-        signal = document.get("name")
-        until = document.get("until")
-        return cls(
-            wait_for=wait_for,
-            position=position,
-            signal=signal if isinstance(signal, str) else None,
-            jobs=tuple(str(job) for job in document.get("jobs") or ()),
-            until=datetime.fromisoformat(until) if isinstance(until, str) else None,
-            ask=Ask.from_document(document.get("ask")),
-            held=bool(document.get("held")) or position == HELD_POSITION,
-        )
-
-    def describe(self) -> str:
-        """The condition in words: 'signal approval', '2 child jobs', 'timer', with its
-        deadline."""
-        if self.wait_for is WaitFor.SIGNAL:
-            text = f"signal {self.signal}"
-        elif self.wait_for is WaitFor.JOBS:
-            count = len(self.jobs)
-            text = f"{count} child job" + ("" if count == 1 else "s")
-        else:
-            text = "timer"
-        return f"{text} until {self.until.isoformat()}" if self.until else text
-
-
 def wait_state(job: Job) -> WaitState | None:
     """What the job waits for, if it waits."""
-    return WaitState.parse(job.wait) if job.state is JobState.WAITING else None
+    return job.wait if job.state is JobState.WAITING else None
 
 
 def awaited_signal(job: Job) -> str | None:
@@ -126,10 +67,9 @@ def signals_received(events: Iterable[Event]) -> list[str]:
     return [str(e.detail.get("name")) for e in events if e.type is EventType.SIGNAL_RECEIVED]
 
 
-def describe_wait(wait: Mapping[str, Any] | None) -> str:
-    """A `wait` document's condition in words ('' for none)."""
-    state = WaitState.parse(wait)
-    return state.describe() if state is not None else ""
+def describe_wait(wait: WaitState | None) -> str:
+    """A wait's condition in words ('' for none)."""
+    return wait.describe() if wait is not None else ""
 
 
 # -- what a settled wait gave -----------------------------------------------------------------
@@ -145,9 +85,14 @@ class ChildEnd:
     """An awaited child as the wait found it: ended, or failed or cancelled."""
 
     id: str
-    state: str
+    state: JobState
     result: JSON
     error: JSON
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ChildEnd:
+        """A child as a settled wait's stage record holds it (`record_of`)."""
+        return cls(record["id"], JobState(record["state"]), record["result"], record["error"])
 
     @property
     def failed(self) -> bool:
@@ -194,7 +139,7 @@ def record_of(result: WaitResult) -> dict[str, Any]:
         case ChildrenEnded(children):
             return {
                 "jobs": [
-                    {"id": c.id, "state": c.state, "result": c.result, "error": c.error}
+                    {"id": c.id, "state": c.state.value, "result": c.result, "error": c.error}
                     for c in children
                 ]
             }
@@ -210,7 +155,7 @@ def result_of(record: Any) -> WaitResult:
         if "signal" in record:
             return Signalled(record["signal"])
         if "jobs" in record:
-            return ChildrenEnded(tuple(ChildEnd(**child) for child in record["jobs"]))
+            return ChildrenEnded(tuple(ChildEnd.from_record(child) for child in record["jobs"]))
         if "timer" in record:
             return TimerFired(record["timer"])
         if "timeout" in record:
@@ -235,3 +180,59 @@ def children_value(result: WaitResult, single: bool, timeout: float | None) -> J
             raise ChildFailed(child.id, child.state, child.error)
     results = [child.result for child in result.children]
     return results[0] if single else results
+
+
+def decide(
+    request: WaitRequest,
+    now: datetime,
+    signal: Sequence[JSON],
+    children: Sequence[ChildEnd],
+) -> tuple[WaitOutcome, datetime | None]:
+    """The wait's outcome at `now` (settled, refused for strangers, or suspended) and its
+    deadline: what every store decides inside the wait's transaction.
+
+    `signal` holds the stored payload if the awaited signal exists; `children` the awaited
+    jobs the store found among the job's children. A child that failed or was cancelled
+    settles the wait at once (its parent raises `ChildFailed`).
+    """
+    until = request.until
+    if until is None and request.seconds is not None:
+        until = now + timedelta(seconds=request.seconds)
+    if request.wait_for is WaitFor.SIGNAL and signal:
+        return WaitOutcome(Signalled(signal[0])), until
+    if request.wait_for is WaitFor.JOBS:
+        found = {child.id: child for child in children}
+        strangers = tuple(job for job in request.jobs if job not in found)
+        if strangers:
+            return WaitOutcome(None, strangers), until
+        ordered = tuple(found[job] for job in request.jobs)
+        if all(c.state in ENDED_STATES for c in ordered) or any(c.failed for c in ordered):
+            return WaitOutcome(ChildrenEnded(ordered)), until
+    if until is not None and until <= now:
+        if request.wait_for is WaitFor.TIMER:
+            return WaitOutcome(TimerFired(request.seconds)), until
+        return WaitOutcome(TimedOut()), until
+    return WaitOutcome(None), until
+
+
+def wait_document(request: WaitRequest, until: datetime | None) -> dict[str, Any]:
+    """The job's `wait` column while it waits: ids, names and times, and the question the
+    handler chose to put to its caller (see `waited_event`)."""
+    document: dict[str, Any] = {"for": request.wait_for.value, "position": request.position}
+    if request.signal is not None:
+        document["name"] = request.signal
+    if request.ask is not None:
+        document["ask"] = request.ask.document()
+    if request.jobs:
+        document["jobs"] = list(request.jobs)
+    if until is not None:
+        document["until"] = until.isoformat()
+    return document
+
+
+def waited_event(document: dict[str, Any]) -> dict[str, Any]:
+    """The `job_waiting` event's view of the wait: the question's method, never its words."""
+    shown = {key: value for key, value in document.items() if key != "ask"}
+    if "ask" in document:
+        shown["ask"] = document["ask"]["method"]
+    return shown

@@ -42,7 +42,7 @@ def post(effect: str, fx: tenure.Effect, scope: str, body: dict[str, Any]) -> An
         method="POST",
         headers={
             "Idempotency-Key": fx.key,
-            "X-Execution-Fence": str(fx.fence),
+            "X-Execution-Fence": str(fx.token),
             "X-Execution-Scope": scope,
             "Content-Type": "application/json",
         },
@@ -73,7 +73,7 @@ def charge(ctx: tenure.JobContext, payload: Any) -> Any:
 
     def send(fx: tenure.Effect) -> Any:
         receipt = post("charge", fx, ctx.job_id, {"amount_cents": payload["amount"]})
-        mark(f"charged-{NAME}", json.dumps({"token": fx.fence, "in_doubt": fx.in_doubt}))
+        mark(f"charged-{NAME}", json.dumps({"token": fx.token, "in_doubt": fx.in_doubt}))
         if NAME == "W1":
             wait_for("W1-continue")
         return receipt
@@ -140,7 +140,7 @@ def tick(ctx: tenure.JobContext, payload: Any) -> None:
     """A no-op: the fairness test counts who runs how many."""
 
 
-# -- runs that wait (tests/test_waits_faults.py) --------------------------------------------
+# -- runs that wait (tests/faults/test_waits_faults.py) --------------------------------------
 KILL_AT = os.environ.get("TENURE_TEST_KILL_AT", "")
 
 
@@ -184,7 +184,7 @@ def approval(ctx: tenure.JobContext, payload: Any) -> Any:
     return {"answer": answer, "resumed_by": NAME}
 
 
-# -- the MCP server (tests/test_mcp.py) ------------------------------------------------------
+# -- the MCP server (tests/integration/test_mcp.py) ------------------------------------------
 AMOUNT = {
     "type": "object",
     "properties": {"amount": {"type": "integer", "minimum": 1}},
@@ -246,7 +246,8 @@ APPROVAL_FORM = tenure.Ask.form(
 @app.job("pay_asked", tool=True, description="Ask the caller, ask its model, then pay.",
          input_schema=AMOUNT, **FAST)  # fmt: skip
 def pay_asked(ctx: tenure.JobContext, payload: Any) -> Any:
-    """Questions an MCP caller answers on a synchronous call (SEP-2322, tests/test_mcp.py)."""
+    """Questions an MCP caller answers on a synchronous call (SEP-2322,
+    tests/integration/test_mcp.py)."""
     approval = ctx.wait_for("approval", timeout=300, ask=APPROVAL_FORM)
     if approval != {"ok": True}:
         return {"paid": 0, "answer": approval}
@@ -261,7 +262,7 @@ def pay_asked(ctx: tenure.JobContext, payload: Any) -> Any:
     return {"paid": receipt["amount_cents"], "memo": memo["content"]["text"], "by": NAME}
 
 
-# -- rollouts (tests/test_rollouts.py) -------------------------------------------------------
+# -- rollouts (tests/integration/test_rollouts.py) -------------------------------------------
 @app.job("variant_echo", **FAST)
 def variant_echo(ctx: tenure.JobContext, payload: Any) -> Any:
     """Says which variant it ran as, and where."""
@@ -278,7 +279,7 @@ def flaky_candidate(ctx: tenure.JobContext, payload: Any) -> Any:
     return {"n": payload["n"], "variant": ctx.variant}
 
 
-# -- observability (tests/test_observability.py) ---------------------------------------------
+# -- observability (tests/integration/test_observability.py) ---------------------------------
 BROWSER = {"tool": "browser", "provider": "acme-web", "model": None}
 
 
@@ -305,7 +306,7 @@ def stuck_browse(ctx: tenure.JobContext, payload: Any) -> Any:
     return ctx.step("render", render)
 
 
-# -- evidence (tests/test_evidence.py): the library lives in a JSON file both processes read -
+# -- evidence (tests/integration/test_evidence.py): a JSON library both processes read -------
 def _library() -> dict[str, str]:
     path = DIR / "library.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -350,7 +351,7 @@ def cite(ctx: tenure.JobContext, payload: Any) -> Any:
     return [ref.source for ref in refs]
 
 
-# -- the run tree (tests/test_timeline_page.py) ----------------------------------------------
+# -- the run tree (tests/integration/test_timeline_page.py) ----------------------------------
 @app.job("tree_leaf", **FAST)
 def tree_leaf(ctx: tenure.JobContext, payload: Any) -> Any:
     """A grandchild: reports what it spent, returns its number."""

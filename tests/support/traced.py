@@ -1,5 +1,6 @@
-"""A traced process for tests/test_tracing.py: `tenure worker tests.support.traced:app`, or
-`python -m tests.support.traced receiver PORT DB` (a fenced receiver on loopback).
+"""A traced process for tests/integration/test_tracing.py: `tenure worker
+tests.support.traced:app`, or `python -m tests.support.traced receiver PORT DB` (a fenced
+receiver on loopback).
 
 Each process sets the real OpenTelemetry SDK up with a span processor that writes every ended
 span as one JSON line to $TENURE_TEST_SPANS (the SDK's console exporter, pointed at a file).

@@ -1,6 +1,6 @@
 """Tools written from Python types (a Pydantic model with optional, nested, enum and literal
 fields, a TypedDict, a dataclass), for the MCP Inspector's strict schema check
-(tests/test_mcp_inspector.py)."""
+(tests/integration/test_mcp_inspector.py)."""
 
 from __future__ import annotations
 

@@ -5,41 +5,28 @@ Run by `tenure worker tenure.chaos.app:app` processes that `tenure chaos` starts
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import tenure
 from tenure.chaos.failover import report_claim
-from tenure.fence import headers, raise_for_refusal
+from tenure.clock import SYSTEM_CLOCK, Clock
+from tenure.testing.fenced import post_fenced
 
 RECEIVER = os.environ.get("TENURE_CHAOS_RECEIVER", "http://127.0.0.1:0")
 LEASE = float(os.environ.get("TENURE_CHAOS_LEASE", "2.0"))
 # Where handlers report their claims (job, token): a token handed out twice shows up there.
 CLAIMS = os.environ.get("TENURE_CHAOS_CLAIMS", "")
+# The clock the jobs' simulated work passes on (a test may set one it moves).
+CLOCK: Clock = SYSTEM_CLOCK
 
 app = tenure.App()
 
 
 def send(fx: tenure.Effect, path: str, body: dict[str, Any]) -> Any:
-    """Send the effect with its key, fence and claim; a 409 from the receiver is `StaleFence`
-    or `FenceConflict` with the receiver's highest token (the worker floors the job there)."""
-    request = urllib.request.Request(  # noqa: S310 - the harness's receiver on loopback
-        f"{RECEIVER}{path}",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", **headers(fx)},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise_for_refusal(exc.code, exc.read())
-        raise
+    """Send the effect to the harness's receiver (`post_fenced`)."""
+    return post_fenced(f"{RECEIVER}{path}", fx, body)
 
 
 # Both classes of the run: short leases (faults are felt fast), many attempts, quick backoff.
@@ -65,7 +52,7 @@ def order(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         report_claim(CLAIMS, ctx.job_id, ctx.token)
 
     def work(result: Any) -> Any:
-        time.sleep(rng.uniform(0.02, 0.2))
+        CLOCK.sleep(rng.uniform(0.02, 0.2))
         return result
 
     fetched = ctx.step("fetch", lambda: work({"amount": payload["amount"]}))

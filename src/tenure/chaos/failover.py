@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tenure
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.testing.pair import PairError, ReplicaPair
 
 PAIR_FAULTS = ("failover", "switchover", "restore")
@@ -40,7 +40,7 @@ class Switch:
     """One failover, switchover or restore, with the times that matter."""
 
     kind: str
-    started: float  # time.time() of the kill (or of the clean stop)
+    started: float  # the wall clock (`Clock.wall`) at the kill (or at the clean stop)
     timeline: int = 0
     down: float = 0.0  # the old primary is gone (killed, or stopped): what comes after is new
     promoted: float | None = None  # the new primary serves (promoted, or restored)
@@ -50,12 +50,15 @@ class Switch:
 
 @dataclass
 class PairFaults:
-    """The pair, the submitter and the claims log of one chaos run."""
+    """The pair, the submitter and the claims log of one chaos run. `clock` paces the
+    submitter and stamps the switches, backups and acknowledged submits (its wall clock: they
+    are compared with the claims' stamps and the database's tokens)."""
 
     synchronous: bool
     claims_log: Path
     kind: str
     submits_per_second: float = 20.0
+    clock: Clock = SYSTEM_CLOCK
     pair: ReplicaPair = field(init=False)
     acknowledged: list[str] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)
@@ -68,7 +71,7 @@ class PairFaults:
     _acknowledged_at: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.pair = ReplicaPair(synchronous=self.synchronous)
+        self.pair = ReplicaPair(synchronous=self.synchronous, clock=self.clock)
         self.pair.start()
 
     @property
@@ -78,7 +81,7 @@ class PairFaults:
     def take_backup(self) -> None:
         """A base backup of the primary now: the one the next `restore` starts (the one before
         it is deleted, its record kept for the figures)."""
-        began = time.time()
+        began = self.clock.wall()
         path = self.pair.base_backup()
         if self.backups:
             shutil.rmtree(self.backups[-1].path, ignore_errors=True)
@@ -90,9 +93,9 @@ class PairFaults:
         def run() -> None:
             n = 0
             step = 1.0 / self.submits_per_second
-            due = time.monotonic()
+            due = self.clock.monotonic()
             # A fixed schedule, not a fixed pause: the pace holds whatever a submit costs.
-            while not self._stop.wait(max(0.0, due - time.monotonic())):
+            while not self.clock.wait(self._stop, max(0.0, due - self.clock.monotonic())):
                 due += step
                 n += 1
                 try:
@@ -102,7 +105,7 @@ class PairFaults:
                 except tenure.TenureError as exc:
                     self.refused[type(exc).__name__] += 1
                     continue
-                self._acknowledged_at[job_id] = time.time()
+                self._acknowledged_at[job_id] = self.clock.wall()
                 self.acknowledged.append(job_id)
 
         self._submitter = threading.Thread(target=run, name="chaos-submitter", daemon=True)
@@ -129,7 +132,7 @@ class PairFaults:
 
     def _switch(self, kind: str) -> None:
         try:
-            switch = Switch(kind, time.time())
+            switch = Switch(kind, self.clock.wall())
             self.switches.append(switch)
             if kind == "restore":
                 self._restore(switch)
@@ -138,12 +141,12 @@ class PairFaults:
                     self.pair.kill_primary()
                 else:
                     self.pair.stop_primary()
-                switch.down = time.time()
+                switch.down = self.clock.wall()
                 self.pair.promote()
-                switch.promoted = time.time()
+                switch.promoted = self.clock.wall()
             switch.timeline = self.pair.timeline()
             self.pair.rebuild_standby()
-            switch.rebuilt = time.time()
+            switch.rebuilt = self.clock.wall()
             if self.backups:
                 self.take_backup()
         except PairError as exc:
@@ -161,9 +164,9 @@ class PairFaults:
         old = self.pair.primary
         self.pair.kill_primary()
         self.pair.kill(self.pair.standby)
-        switch.down = time.time()
+        switch.down = self.clock.wall()
         self.pair.restore(backup.path, into=old)
-        switch.promoted = time.time()
+        switch.promoted = self.clock.wall()
         switch.restored = backup
 
     # -- figures ------------------------------------------------------------------------------
@@ -241,9 +244,10 @@ class PairFaults:
         self.pair.close()
 
 
-def report_claim(path: str, job_id: str, token: int) -> None:
-    """A handler's claim, one line appended (O_APPEND keeps processes' lines whole)."""
+def report_claim(path: str, job_id: str, token: int, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    """A handler's claim, one line appended (O_APPEND keeps processes' lines whole), stamped
+    with `clock`'s wall clock."""
     import uuid
 
     with open(path, "a", encoding="utf-8") as log:
-        log.write(f"{job_id} {token} {uuid.uuid4().hex} {time.time():.3f}\n")
+        log.write(f"{job_id} {token} {uuid.uuid4().hex} {clock.wall():.3f}\n")

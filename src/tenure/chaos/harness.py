@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from tenure.chaos.parents import ParentWorkload
 from tenure.chaos.receiver import Receiver, ReceiverServer
 from tenure.chaos.report import Figures, print_report
 from tenure.chaos.skew import build_shim, skew_env
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.fence import FenceGuard
 from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
@@ -110,9 +110,17 @@ class EmbeddedServer:
 
 
 class Harness:
-    """One chaos run."""
+    """One chaos run; `clock` times its run, its faults, its drain and its progress lines."""
 
-    def __init__(self, options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr):
+    def __init__(
+        self,
+        options: Options,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
+        self.clock = clock
         pair_faults = bool(set(options.faults) & set(PAIR_FAULTS))
         if pair_faults and options.db is not None:
             raise tenure.InvalidArgument(
@@ -133,6 +141,7 @@ class Harness:
                 claims_log=self.folder / "claims.log",
                 kind=KIND,
                 submits_per_second=options.submit_rate,
+                clock=clock,
             )
             self.url = self.pair.url
             if not self.pair.synchronous and options.parents:
@@ -178,11 +187,11 @@ class Harness:
         ledger = tenure.connect(self.url, timeout=10.0)
         try:
             ids = self._submit(ledger)
-            self.parents.submit(ledger, time.monotonic())
+            self.parents.submit(ledger, self.clock.monotonic())
             if self.pair is not None and "restore" in self.o.faults:
                 self.pair.take_backup()  # "last night's": what the first restore starts
             self._start_workers()
-            started = time.monotonic()
+            started = self.clock.monotonic()
             if self.pair is not None:
                 self.pair.start_submitting(ledger, self.o.seed)
             self._inject_until(ledger, started + self.o.duration)
@@ -191,12 +200,14 @@ class Harness:
                 self.pair.stop_submitting()
                 self.pair.wait_idle()
                 ids += self.pair.acknowledged
-            drain_started = time.monotonic()
+            drain_started = self.clock.monotonic()
             drained = self._drain(ledger)
-            drain_seconds = time.monotonic() - drain_started
+            drain_seconds = self.clock.monotonic() - drain_started
             self._count_ended()
             ids += self.parents.child_ids(ledger)
-            figures = self._figures(ledger, ids, time.monotonic() - started, drain_seconds, drained)
+            figures = self._figures(
+                ledger, ids, self.clock.monotonic() - started, drain_seconds, drained
+            )
         finally:
             self._stop_workers()
             self.receiver.close()
@@ -235,8 +246,8 @@ class Harness:
         ]
 
     def _inject_until(self, ledger: tenure.Ledger, end: float) -> None:
-        next_fault = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.o.fault_every
-        while (now := time.monotonic()) < end:
+        next_fault = self.clock.monotonic() + self.rng.uniform(0.5, 1.5) * self.o.fault_every
+        while (now := self.clock.monotonic()) < end:
             self._end_faults(force=False)
             self._replace_dead()
             self.parents.send_due(ledger, now)
@@ -244,25 +255,25 @@ class Harness:
                 self._inject(self._busy_pids(ledger))
                 next_fault = now + self.rng.uniform(0.5, 1.5) * self.o.fault_every
             self._progress(ledger, f"faults {sum(self.injected.values())}", end - now)
-            time.sleep(0.1)
+            self.clock.sleep(0.1)
 
     def _drain(self, ledger: tenure.Ledger) -> bool:
-        deadline = time.monotonic() + self.o.drain_timeout
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + self.o.drain_timeout
+        while self.clock.monotonic() < deadline:
             self._replace_dead()
             try:
                 self.parents.send_due(ledger, float("inf"))
-                counts = ledger.counts(kind=KIND)
+                counts = ledger.operations.counts(kind=KIND)
                 parents_left = self.parents.unfinished(ledger) + len(self.parents.pending)
             except tenure.StoreUnavailable:
-                time.sleep(0.2)
+                self.clock.sleep(0.2)
                 continue
             idle = counts[tenure.JobState.QUEUED] + counts[tenure.JobState.RUNNING] == 0
             if idle and parents_left == 0:
                 self._progress(ledger, "drained", 0.0, final=True)
                 return True
-            self._progress(ledger, "draining", deadline - time.monotonic())
-            time.sleep(0.2)
+            self._progress(ledger, "draining", deadline - self.clock.monotonic())
+            self.clock.sleep(0.2)
         return False
 
     # -- workers -----------------------------------------------------------------------------
@@ -389,11 +400,11 @@ class Harness:
             self._spawn(slot)
         elif kind == "pause":
             slot.proc.send_signal(signal.SIGSTOP)
-            slot.fault, slot.fault_ends = "pause", time.monotonic() + hold
+            slot.fault, slot.fault_ends = "pause", self.clock.monotonic() + hold
         elif kind == "partition":
             assert slot.proxy is not None
             slot.proxy.cut()
-            slot.fault, slot.fault_ends = "partition", time.monotonic() + hold
+            slot.fault, slot.fault_ends = "partition", self.clock.monotonic() + hold
         elif kind in PAIR_FAULTS:
             assert self.pair is not None
             if not self.pair.inject(kind):
@@ -431,7 +442,7 @@ class Harness:
             self._restarting.release()
 
     def _end_faults(self, *, force: bool) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for slot in self.slots:
             if slot.fault is None or (now < slot.fault_ends and not force):
                 continue
@@ -473,9 +484,9 @@ class Harness:
                 continue
             succeeded = [e for e in events[job.id] if e.type == "job_succeeded"]
             if (
-                (job.result or {}).get("token") != job.fencing_token
+                (job.result or {}).get("token") != job.token
                 or len(succeeded) != 1
-                or succeeded[0].token != job.fencing_token
+                or succeeded[0].token != job.token
             ):
                 stale_accepted += 1
             if any(applied[f"tool-job:{job.id}:{name}"] != 1 for name in EFFECTS):
@@ -539,12 +550,12 @@ class Harness:
     def _progress(
         self, ledger: tenure.Ledger, what: str, remaining: float, final: bool = False
     ) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if not final and now - self._last_progress < (0.5 if self.err.isatty() else 10.0):
             return
         self._last_progress = now
         try:
-            counts = ledger.counts(kind=KIND)
+            counts = ledger.operations.counts(kind=KIND)
         except tenure.StoreUnavailable:
             return  # the database is restarting: the next tick will tell
         done = sum(counts[state] for state in tenure.TERMINAL_STATES)

@@ -81,7 +81,7 @@ class ParentWorkload:
                 self.conflicts_refused += 1
 
     def unfinished(self, ledger: tenure.Ledger) -> int:
-        counts = ledger.counts(kind=PARENT)
+        counts = ledger.operations.counts(kind=PARENT)
         return sum(n for state, n in counts.items() if not state.terminal)
 
     def figures(self, ledger: tenure.Ledger) -> tuple[dict[str, Any], list[tuple[str, bool]]]:

@@ -8,11 +8,11 @@ two claims is counted outside the ledger's database."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StaleFence
 from tenure.fence import FenceGuard
 from tenure.testing.fenced import FencedCommand, FencedServer, refusal
@@ -25,7 +25,7 @@ class Command:
     at: float
     what: str  # applied | replayed | refused | conflict
     scope: str
-    fence: int
+    token: int
     key: str
     claim: str | None
 
@@ -37,27 +37,30 @@ class Receiver:
     guard: FenceGuard
     commands: list[Command] = field(default_factory=list)
     paid: int = 0
+    clock: Clock = SYSTEM_CLOCK
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, command: FencedCommand) -> tuple[int, Any]:
         """Run a command once per key under its fence; the HTTP status and JSON answer."""
-        scope, fence, key, claim = command.scope, command.fence, command.key, command.claim
+        scope, token, key, claim = command.scope, command.token, command.key, command.claim
 
         def pay() -> dict[str, Any]:
             with self._lock:
                 self.paid += 1
-                payment = {"payment_id": f"pay-{self.paid}", "fence": fence, **command.body}
-                self.commands.append(Command(time.time(), "applied", scope, fence, key, claim))
+                payment = {"payment_id": f"pay-{self.paid}", "fence": token, **command.body}
+                self.commands.append(
+                    Command(self.clock.wall(), "applied", scope, token, key, claim)
+                )
             return payment
 
         try:
-            result, replayed = self.guard.apply_with_status(scope, fence, key, pay, claim=claim)
+            result, replayed = self.guard.apply_with_status(scope, token, key, pay, claim=claim)
         except StaleFence as exc:  # FenceConflict too: each with its own code
             what = "refused" if exc.error_code == StaleFence.error_code else "conflict"
-            self._record(what, scope, fence, key, claim)
+            self._record(what, scope, token, key, claim)
             return refusal(command, exc)
         if replayed:
-            self._record("replayed", scope, fence, key, claim)
+            self._record("replayed", scope, token, key, claim)
         return 201, result if isinstance(result, dict) else {"result": result}
 
     def accepted_twice(self) -> int:
@@ -67,7 +70,7 @@ class Receiver:
         holders: dict[tuple[str, int], set[str]] = defaultdict(set)
         for command in self.commands:
             if command.what == "applied" and command.claim is not None:
-                holders[(command.scope, command.fence)].add(command.claim)
+                holders[(command.scope, command.token)].add(command.claim)
         return sum(1 for claims in holders.values() if len(claims) > 1)
 
     def count(self, what: str) -> int:
@@ -76,9 +79,9 @@ class Receiver:
             return sum(c.what == "applied" and c.claim is None for c in self.commands)
         return sum(command.what == what for command in self.commands)
 
-    def _record(self, what: str, scope: str, fence: int, key: str, claim: str | None) -> None:
+    def _record(self, what: str, scope: str, token: int, key: str, claim: str | None) -> None:
         with self._lock:
-            self.commands.append(Command(time.time(), what, scope, fence, key, claim))
+            self.commands.append(Command(self.clock.wall(), what, scope, token, key, claim))
 
 
 class ReceiverServer(FencedServer):

@@ -83,7 +83,7 @@ def cmd_status(ledger: Ledger, args: argparse.Namespace) -> int:
         ("tenant", job.tenant),
         ("state", job.state.value),
         ("attempt", f"{job.attempt}/{job.max_attempts}"),
-        ("token", str(job.fencing_token)),
+        ("token", str(job.token)),
         ("owner", job.owner_id or "-"),
         ("lease until", _when(job.lease_until)),
         ("heartbeat", _when(job.heartbeat_at)),
@@ -127,7 +127,7 @@ def cmd_jobs(ledger: Ledger, args: argparse.Namespace) -> int:
         job_dict,
         lambda job: (
             f"{job.id:36}  {shown(job.kind[:16]):16}  {job.state.value:9}  "
-            f"{job.attempt:>2}/{job.max_attempts:<2}  {job.fencing_token:>5}  {job.step:>4}  "
+            f"{job.attempt:>2}/{job.max_attempts:<2}  {job.token:>5}  {job.step:>4}  "
             f"{_when(job.created_at)}"
         ),
         heading=f"{'ID':36}  {'KIND':16}  {'STATE':9}  {'ATT':>5}  {'TOKEN':>5}  {'STEP':>4}  "
@@ -227,7 +227,7 @@ def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
             f"{older_than:g} s ago: add --yes to confirm, or --dry-run to see how many"
         )
     if args.dry_run:
-        preview = ledger.purge(older_than, keep_keys=keep_keys, dry_run=True)
+        preview = ledger.operations.purge(older_than, keep_keys=keep_keys, dry_run=True)
         if args.json:
             _print_json({"dry_run": True, **asdict(preview)})
         else:
@@ -241,7 +241,9 @@ def cmd_purge(ledger: Ledger, args: argparse.Namespace) -> int:
         if report.batches % 10 == 0:
             print(f"purging: {report.jobs} jobs so far…", file=sys.stderr, flush=True)
 
-    report = ledger.purge(older_than, keep_keys=keep_keys, batch_size=args.batch, on_batch=progress)
+    report = ledger.operations.purge(
+        older_than, keep_keys=keep_keys, batch_size=args.batch, on_batch=progress
+    )
     if args.json:
         _print_json(asdict(report))
     else:
@@ -338,12 +340,12 @@ def _ms(value: float | None) -> str:
 
 
 def cmd_tenant_create(ledger: Ledger, args: argparse.Namespace) -> int:
-    _print_key(args, args.name, ledger.create_tenant(args.name))
+    _print_key(args, args.name, ledger.operations.create_tenant(args.name))
     return EXIT_OK
 
 
 def cmd_tenant_key(ledger: Ledger, args: argparse.Namespace) -> int:
-    _print_key(args, args.name, ledger.issue_key(args.name))
+    _print_key(args, args.name, ledger.operations.issue_key(args.name))
     return EXIT_OK
 
 
@@ -356,7 +358,7 @@ def _print_key(args: argparse.Namespace, tenant: str, key: str) -> None:
 
 
 def cmd_tenant_revoke(ledger: Ledger, args: argparse.Namespace) -> int:
-    revoked = ledger.revoke_keys(args.name, args.key_id)
+    revoked = ledger.operations.revoke_keys(args.name, args.key_id)
     if args.json:
         _print_json({"tenant": args.name, "revoked": revoked})
     else:
@@ -375,10 +377,10 @@ def _parse_limit(text: str) -> int | None:
 
 def cmd_tenant_limit(ledger: Ledger, args: argparse.Namespace) -> int:
     limit = _parse_limit(args.limit)
-    ledger.set_tenant_limit(args.name, limit)
+    ledger.operations.set_tenant_limit(args.name, limit)
     # A tenant is any name jobs are submitted under (`default` included); a limit may come
     # before its first job, so an unknown name is accepted, and said to be unknown.
-    known = any(t.name == args.name for t in ledger.tenants()) or ledger.list(
+    known = any(t.name == args.name for t in ledger.operations.tenants()) or ledger.list(
         tenant=args.name, limit=1
     )
     if limit is not None and not known:
@@ -397,7 +399,7 @@ def cmd_tenant_limit(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
-    tenants = ledger.tenants()
+    tenants = ledger.operations.tenants()
     if args.json:
         _print_json([_plain(asdict(t)) for t in tenants])
         return EXIT_OK
@@ -410,7 +412,7 @@ def cmd_tenant_list(ledger: Ledger, args: argparse.Namespace) -> int:
 def _report_state(ledger: Ledger, args: argparse.Namespace) -> int:
     job = ledger.get(args.id)
     if args.json:
-        _print_json({"id": job.id, "state": job.state.value, "fencing_token": job.fencing_token})
+        _print_json({"id": job.id, "state": job.state.value, "fencing_token": job.token})
     else:
-        print(f"{job.id} {job.state.value} (token {job.fencing_token})")
+        print(f"{job.id} {job.state.value} (token {job.token})")
     return EXIT_OK

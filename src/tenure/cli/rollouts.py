@@ -8,6 +8,7 @@ from typing import Any
 
 from tenure.cli.common import EXIT_OK, UsageError, _plain, _print_json
 from tenure.ledger import Ledger, RolloutStatus, VariantFigures
+from tenure.types import OnTrip, RolloutState
 
 
 def parse_variants(values: list[str] | None) -> dict[str, list[str]]:
@@ -38,7 +39,7 @@ def add_rollout_commands(add_group: Any, add_command: Any, sub: Any) -> None:
     p.add_argument("--max-failure-rate", type=float, help="trip above this rate (0-1)")
     p.add_argument("--max-cost-ratio", type=float, help="trip above this cost per job vs stable")
     p.add_argument("--min-jobs", type=int, default=20, help="candidate jobs ended before a trip")
-    p.add_argument("--on-trip", default="stable", choices=["stable", "hold"])
+    p.add_argument("--on-trip", default="stable", choices=list(OnTrip))
     p = add_command(rsub, "status", cmd_rollout_status, "compare candidate and stable")
     p.add_argument("kind")
     p = add_command(rsub, "stop", cmd_rollout_stop, "end a rollout: new jobs are stable again")
@@ -49,7 +50,7 @@ def add_rollout_commands(add_group: Any, add_command: Any, sub: Any) -> None:
 
 def cmd_rollout_start(ledger: Ledger, args: argparse.Namespace) -> int:
     tenants = None if args.tenants is None else [t for t in args.tenants.split(",") if t.strip()]
-    rollout = ledger.start_rollout(
+    rollout = ledger.operations.start_rollout(
         args.kind,
         args.variant,
         tenants=tenants,
@@ -68,7 +69,7 @@ def cmd_rollout_start(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_rollout_status(ledger: Ledger, args: argparse.Namespace) -> int:
-    status = ledger.rollout_status(args.kind)
+    status = ledger.operations.rollout_status(args.kind)
     if args.json:
         _print_json(
             _plain(
@@ -92,7 +93,7 @@ def cmd_rollout_status(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_rollout_stop(ledger: Ledger, args: argparse.Namespace) -> int:
-    ledger.stop_rollout(args.kind)
+    ledger.operations.stop_rollout(args.kind)
     if args.json:
         _print_json({"kind": args.kind, "stopped": True})
     else:
@@ -101,7 +102,7 @@ def cmd_rollout_stop(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_rollout_release(ledger: Ledger, args: argparse.Namespace) -> int:
-    released = ledger.release_held(args.kind)
+    released = ledger.operations.release_held(args.kind)
     if args.json:
         _print_json({"kind": args.kind, "released": released})
     else:
@@ -113,9 +114,9 @@ def _headline(status: RolloutStatus) -> str:
     r = status.rollout
     who = "every tenant" if r.tenants is None else ", ".join(r.tenants)
     line = f"rollout of {r.kind} to {r.variant} ({r.percent:g}% of {who}): {r.state}"
-    if r.state == "tripped" and r.trip:
+    if r.state is RolloutState.TRIPPED and r.trip:
         line += f" ({', '.join(r.trip.get('why', []))} after {r.trip.get('jobs')} jobs)"
-        line += ": new jobs get stable" if r.on_trip == "stable" else ": its new jobs are held"
+        line += ": new jobs get stable" if r.on_trip is OnTrip.STABLE else ": its new jobs are held"
     limits = []
     if r.max_failure_rate is not None:
         limits.append(f"failure rate > {r.max_failure_rate:g}")

@@ -8,44 +8,30 @@ fence can still stop a stale owner.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import tenure
-from tenure.fence import headers, raise_for_refusal
+from tenure.clock import SYSTEM_CLOCK, Clock
+from tenure.testing.fenced import post_fenced
 
 DIR = Path(os.environ.get("TENURE_DEMO_DIR", "."))
 BANK = os.environ.get("TENURE_DEMO_BANK", "http://127.0.0.1:0")
+# The clock the jobs' waits for the demo's signal files pass on.
+CLOCK: Clock = SYSTEM_CLOCK
 
 app = tenure.App()
 
 
 def bank_post(path: str, fx: tenure.Effect, body: dict[str, Any], key: str | None = None) -> Any:
-    """POST to the bank with the effect's key (or `key`), fence, scope and claim; a refusal
-    is StaleFence (or FenceConflict), with the bank's highest token."""
-    fenced = {**headers(fx), **({"Idempotency-Key": key} if key else {})}
-    request = urllib.request.Request(  # noqa: S310 - the demo's own bank on loopback
-        f"{BANK}{path}",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", **fenced},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise_for_refusal(exc.code, exc.read())
-        raise
+    """POST to the demo's bank (`post_fenced`), with the effect's key or `key`."""
+    return post_fenced(f"{BANK}{path}", fx, body, key)
 
 
 def wait_for(name: str) -> None:
     while not (DIR / name).exists():
-        time.sleep(0.01)
+        CLOCK.sleep(0.01)
 
 
 @app.job("invoice", lease=2.0, heartbeat=0.5, missed=1, jitter=0.5, backoff=0.05, stage_timeout=60)
@@ -65,7 +51,7 @@ def invoice(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
                 {"original_key": fx.key, **price},
                 key=f"{fx.key}:reconcile",
             )
-        (DIR / f"checked-{os.getpid()}").write_text(str(fx.fence))
+        (DIR / f"checked-{os.getpid()}").write_text(str(fx.token))
         wait_for(f"go-{os.getpid()}")
         return bank_post("/payments", fx, price)
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StaleFence
 from tenure.fence import FenceGuard
 from tenure.testing.fenced import FencedCommand, FencedServer, refusal
@@ -19,7 +19,7 @@ class BankEvent:
     at: float
     what: str  # applied | refused | replayed
     path: str
-    fence: int
+    token: int
     key: str
     detail: str = ""
 
@@ -32,10 +32,11 @@ class Bank:
     payments: list[dict[str, Any]] = field(default_factory=list)
     events: list[BankEvent] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    clock: Clock = SYSTEM_CLOCK
 
     def handle(self, command: FencedCommand) -> tuple[int, Any]:
         """Charge (or reconcile) once per key under the command's fence."""
-        path, scope, fence, key = command.path, command.scope, command.fence, command.key
+        path, scope, token, key = command.path, command.scope, command.token, command.key
         body = command.body
 
         def pay() -> dict[str, Any]:
@@ -43,11 +44,11 @@ class Bank:
                 payment = {
                     "payment_id": f"pay-{len(self.payments) + 1}",
                     "amount_cents": body["amount_cents"],
-                    "fence": fence,
+                    "fence": token,
                 }
                 self.payments.append(payment)
             self.events.append(
-                BankEvent(time.time(), "applied", path, fence, key, payment["payment_id"])
+                BankEvent(self.clock.wall(), "applied", path, token, key, payment["payment_id"])
             )
             return payment
 
@@ -58,13 +59,13 @@ class Bank:
         run = reconcile if path.endswith("/reconcile") else pay
         try:
             result, replayed = self.guard.apply_with_status(
-                scope, fence, key, run, claim=command.claim
+                scope, token, key, run, claim=command.claim
             )
         except StaleFence as exc:  # FenceConflict too: a second holder of the token
-            self.events.append(BankEvent(time.time(), "refused", path, fence, key, str(exc)))
+            self.events.append(BankEvent(self.clock.wall(), "refused", path, token, key, str(exc)))
             return refusal(command, exc)
         if replayed:
-            self.events.append(BankEvent(time.time(), "replayed", path, fence, key))
+            self.events.append(BankEvent(self.clock.wall(), "replayed", path, token, key))
         return 201, result
 
 

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import tenure
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.demo.bank import Bank, BankServer
 from tenure.fence import FenceGuard
 from tenure.pages import job_life_page
@@ -38,16 +38,18 @@ class Line:
 
 
 class Timeline:
-    """Collects what happened, from the ledger, the bank and the demo itself."""
+    """Collects what happened, from the ledger, the bank and the demo itself (the demo's own
+    lines stamped by `clock`'s wall clock, as the bank's and the database's are)."""
 
-    def __init__(self, out: TextIO, colour: bool) -> None:
+    def __init__(self, out: TextIO, colour: bool, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.out = out
         self.colour = colour
-        self.start = time.time()
+        self.clock = clock
+        self.start = clock.wall()
         self.lines: list[Line] = []
 
     def demo(self, text: str) -> None:
-        self.lines.append(Line(time.time(), "demo", text))
+        self.lines.append(Line(self.clock.wall(), "demo", text))
 
     def render(self) -> None:
         for line in sorted(self.lines, key=lambda line: line.at):
@@ -63,11 +65,13 @@ def run_demo(
     *,
     keep: bool = False,
     page: Path | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> int:
     """Play the story; return the exit code. The workspace (databases, worker logs) is
     removed after a run that passed, unless `keep`; a failed run keeps it for its logs. With
-    `page`, the job's lease timeline is written there as an offline HTML page."""
-    demo = Demo(db, out)
+    `page`, the job's lease timeline is written there as an offline HTML page. `clock` times
+    the story's deadline and stamps the demo's lines."""
+    demo = Demo(db, out, clock=clock)
     code = demo.run(page)
     if code == 0 and not keep:
         shutil.rmtree(demo.folder, ignore_errors=True)
@@ -79,18 +83,19 @@ def run_demo(
 class Demo:
     """One run of the story, with everything it starts and must stop."""
 
-    def __init__(self, db: str | None, out: TextIO) -> None:
+    def __init__(self, db: str | None, out: TextIO, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.out = out
         self.folder = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
         self.url = db or f"sqlite:///{self.folder / 'tenure.db'}"
         self.is_postgres = not self.url.startswith("sqlite")
-        self.timeline = Timeline(out, out.isatty() and not os.environ.get("NO_COLOR"))
+        self.timeline = Timeline(out, out.isatty() and not os.environ.get("NO_COLOR"), clock=clock)
         self.guard = FenceGuard(f"sqlite:///{self.folder / 'bank.db'}")
         self.bank = Bank(self.guard)
         self.server = BankServer(self.bank)
         self.proxy: TcpProxy | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
-        self.deadline = time.monotonic() + DEADLINE_SECONDS
+        self.deadline = clock.monotonic() + DEADLINE_SECONDS
 
     def run(self, page: Path | None = None) -> int:
         self.out.write(
@@ -211,9 +216,9 @@ class Demo:
 
     def until(self, check: Callable[[], Any], what: str) -> None:
         while not check():
-            if time.monotonic() > self.deadline:
+            if self.clock.monotonic() > self.deadline:
                 raise TimeoutError(f"gave up waiting for {what}")
-            time.sleep(0.01)
+            self.clock.sleep(0.01)
 
     def stop(self) -> None:
         for proc in self.workers.values():
@@ -278,11 +283,11 @@ def _describe_bank(event: Any) -> str:
     short = event.key.rsplit(":", 1)[-1]
     if event.what == "applied":
         return (
-            f"{event.path}: charge applied as {event.detail} (fence {event.fence}, key ...:{short})"
+            f"{event.path}: charge applied as {event.detail} (fence {event.token}, key ...:{short})"
         )
     if event.what == "refused":
-        return f"{event.path}: REFUSED stale fence {event.fence} (key ...:{short})"
-    return f"{event.path}: replayed stored answer (fence {event.fence})"
+        return f"{event.path}: REFUSED stale fence {event.token} (key ...:{short})"
+    return f"{event.path}: replayed stored answer (fence {event.token})"
 
 
 def _summary(
@@ -308,7 +313,7 @@ def _summary(
         ),
         (
             job.state is tenure.JobState.SUCCEEDED and finisher == "W2",
-            f"final state:            {job.state.value} by {finisher} (token {job.fencing_token}),"
+            f"final state:            {job.state.value} by {finisher} (token {job.token}),"
             f" result {job.result}",
         ),
     ]

@@ -35,7 +35,7 @@ def headers(fx: Effect, scope: str | None = None) -> dict[str, str]:
     """
     sent = {
         "Idempotency-Key": fx.key,
-        "X-Execution-Fence": str(fx.fence),
+        "X-Execution-Fence": str(fx.token),
         "X-Execution-Scope": scope or fx.job_id,
     }
     if fx.claim:
@@ -60,13 +60,13 @@ def raise_for_refusal(status: int, body: bytes | str | Mapping[str, Any] | None)
     code = error.get("code")
     if code not in (StaleFence.error_code, FenceConflict.error_code):
         return
-    highest, fence = error.get("highest"), error.get("fence")
+    highest, token = error.get("highest"), error.get("fence")
     refusal = FenceConflict if code == FenceConflict.error_code else StaleFence
     raise refusal(
         str(error.get("message") or code),
         highest=highest if _is_token(highest) else None,
         scope=error.get("scope") if isinstance(error.get("scope"), str) else None,
-        fence=fence if _is_token(fence) else None,
+        token=token if _is_token(token) else None,
     )
 
 

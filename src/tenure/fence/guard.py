@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from tenure import tracing
-from tenure.errors import FenceConflict, InvalidArgument, JobNotFound, StaleFence
-from tenure.storage import FENCES, FenceStore, open_store
+from tenure.clock import SYSTEM_CLOCK, Clock
+from tenure.errors import FenceConflict, InvalidArgument, JobNotFound, StaleFence, renamed
+from tenure.storage import FENCES, FenceStatus, FenceStore, open_store
 from tenure.types import JSON, Job
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
 
@@ -51,7 +51,13 @@ class Recorded:
 
     state: Literal["never_ran", "running", "done"]
     result: JSON = None
-    fence: int | None = None
+    token: int | None = None
+
+    @property
+    def fence(self) -> int | None:
+        """Deprecated name of `token` (removed in 0.3)."""
+        renamed("Recorded.fence", "Recorded.token")
+        return self.token
 
     @property
     def ran(self) -> bool:
@@ -88,8 +94,10 @@ class FenceGuard:
         stale_after: float = DEFAULT_STALE_AFTER,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         current_token: Callable[[str], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.current_token = current_token
+        self.clock = clock
         # The guard needs fences alone: typed so, it can call nothing else of the store, and
         # it creates the fence tables alone (a receiver's database holds no job tables).
         self.store: FenceStore = open_store(url, timeout=timeout)
@@ -114,7 +122,7 @@ class FenceGuard:
     def apply(
         self,
         scope: str,
-        fence: int,
+        token: int,
         key: str,
         fn: Callable[[], Any],
         *,
@@ -124,14 +132,14 @@ class FenceGuard:
         """Run `fn` once for `key` under `fence` in `scope`; see the class docstring. With
         tracing on, the decision is a span (`tenure.fence`) of the current trace, or of the
         sender's when its `traceparent` is given."""
-        return self.apply_with_status(scope, fence, key, fn, claim=claim, traceparent=traceparent)[
+        return self.apply_with_status(scope, token, key, fn, claim=claim, traceparent=traceparent)[
             0
         ]
 
     def apply_with_status(
         self,
         scope: str,
-        fence: int,
+        token: int,
         key: str,
         fn: Callable[[], Any],
         *,
@@ -139,26 +147,29 @@ class FenceGuard:
         traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """Like `apply`, and say whether the result was replayed."""
-        command = _Command.checked(scope, fence, key, claim)
-        with tracing.fence_span(scope, fence, traceparent) as span:
-            pause = 0.005
-            while (decision := self._decide(command)).action is Action.WAIT:
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
-            if decision.action is not Action.RUN:
-                return _settled(decision, command, span)
-            try:
-                result = fn()
-            except BaseException:
-                self.store.fence_forget(scope, key, fence)
-                raise
-            span.outcome("applied")
-            return self._store(command, result), False
+        command = _Command.checked(scope, token, key, claim)
+        with tracing.fence_span(scope, token, traceparent) as span:
+            flow = _Flow(self._flow(command, span))
+            step = flow.next()
+            while step is not None:
+                done: Any = None
+                try:
+                    if isinstance(step, _Pause):
+                        self.clock.sleep(step.seconds)
+                    elif isinstance(step, _Call):
+                        done = step.fn(*step.args)
+                    else:
+                        done = fn()
+                except BaseException as exc:
+                    step = flow.next(error=exc)
+                else:
+                    step = flow.next(done)
+            return flow.result
 
     async def aapply(
         self,
         scope: str,
-        fence: int,
+        token: int,
         key: str,
         fn: Callable[[], Awaitable[Any]],
         *,
@@ -166,23 +177,44 @@ class FenceGuard:
         traceparent: str | None = None,
     ) -> tuple[JSON, bool]:
         """`apply_with_status` for async code: `fn` is awaited, database calls run in threads."""
-        command = _Command.checked(scope, fence, key, claim)
-        with tracing.fence_span(scope, fence, traceparent) as span:
-            pause = 0.005
-            while (decision := await asyncio.to_thread(self._decide, command)).action is (
-                Action.WAIT
-            ):
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.1)
-            if decision.action is not Action.RUN:
-                return _settled(decision, command, span)
-            try:
-                result = await fn()
-            except BaseException:
-                await asyncio.to_thread(self.store.fence_forget, scope, key, fence)
-                raise
-            span.outcome("applied")
-            return await asyncio.to_thread(self._store, command, result), False
+        command = _Command.checked(scope, token, key, claim)
+        with tracing.fence_span(scope, token, traceparent) as span:
+            flow = _Flow(self._flow(command, span))
+            step = flow.next()
+            while step is not None:
+                done: Any = None
+                try:
+                    if isinstance(step, _Pause):
+                        await asyncio.sleep(step.seconds)
+                    elif isinstance(step, _Call):
+                        done = await asyncio.to_thread(step.fn, *step.args)
+                    else:
+                        done = await fn()
+                except BaseException as exc:
+                    step = flow.next(error=exc)
+                else:
+                    step = flow.next(done)
+            return flow.result
+
+    def _flow(self, command: _Command, span: tracing.FenceSpan) -> _Steps:
+        """One command, from its decision to its stored result: the logic `apply_with_status`
+        and `aapply` share. It yields each step that waits (a pause, a database call, the
+        command's function) for its caller to perform, in a thread or awaited, and is sent what
+        came of it (an exception is thrown in); it returns the result and whether it was
+        replayed, or raises the refusal."""
+        pause = 0.005
+        while (decision := (yield _Call(self._decide, (command,)))).action is Action.WAIT:
+            yield _Pause(pause)
+            pause = min(pause * 2, 0.1)
+        if decision.action is not Action.RUN:
+            return _settled(decision, command, span)
+        try:
+            result = yield _RUN
+        except BaseException:
+            yield _Call(self.store.fence_forget, (command.scope, command.key, command.token))
+            raise
+        span.outcome("applied")
+        return (yield _Call(self._store, (command, result))), False
 
     def lookup(self, key: str, scope: str | None = None) -> Recorded:
         """Did the command with `key` happen (in `scope`; keys are per scope)? `Recorded.ran`
@@ -192,19 +224,19 @@ class FenceGuard:
         record = self.store.fence_lookup(check_name(key, "idempotency key"), checked)
         if record is None:
             return Recorded("never_ran")
-        if record.status != "done":
-            return Recorded("running", fence=record.fence)
-        return Recorded("done", record.result, record.fence)
+        if record.status is not FenceStatus.DONE:
+            return Recorded("running", token=record.token)
+        return Recorded("done", record.result, record.token)
 
     def _decide(self, command: _Command) -> Decision:
         """One transaction: read the scope's highest fence and the key, decide, record."""
-        scope, fence, claim = command.scope, command.fence, command.claim
+        scope, token, claim = command.scope, command.token, command.claim
         with self.store.fence_transaction() as tx:
             high = tx.highest(scope)
-            highest, holder = high.fence, high.holder
+            highest, holder = high.token, high.holder
             record = tx.get(scope, command.key)
-            if record is not None and record.status == "done":
-                tx.raise_highest(scope, fence, claim)
+            if record is not None and record.status is FenceStatus.DONE:
+                tx.raise_highest(scope, token, claim)
                 return Decision(Action.REPLAY, record.result, highest)
             if record is not None and record.age_seconds < self.stale_after:
                 return Decision(Action.WAIT)
@@ -213,22 +245,22 @@ class FenceGuard:
             if known > highest:
                 tx.raise_highest(scope, known, None)
                 highest, holder = known, None
-            if fence < highest:
+            if token < highest:
                 return Decision(Action.STALE, highest=highest)
-            if fence == highest and None not in (claim, holder) and claim != holder:
+            if token == highest and None not in (claim, holder) and claim != holder:
                 return Decision(Action.CONFLICT, highest=highest)
-            tx.begin(command.key, scope, fence)
-            tx.raise_highest(scope, fence, claim)
-            return Decision(Action.RUN, highest=max(highest, fence))
+            tx.begin(command.key, scope, token)
+            tx.raise_highest(scope, token, claim)
+            return Decision(Action.RUN, highest=max(highest, token))
 
     def _store(self, command: _Command, result: Any) -> JSON:
-        scope, key, fence = command.scope, command.key, command.fence
+        scope, key, token = command.scope, command.key, command.token
         try:
             encoded = encode_json(result, "fenced result", self.max_result_bytes)
         except InvalidArgument:
-            self.store.fence_forget(scope, key, fence)
+            self.store.fence_forget(scope, key, token)
             raise
-        self.store.fence_finish(scope, key, fence, encoded.text)
+        self.store.fence_finish(scope, key, token, encoded.text)
         return json.loads(encoded.text)
 
 
@@ -237,18 +269,62 @@ class _Command:
     """One command a receiver judges: checked once where it enters."""
 
     scope: str
-    fence: int
+    token: int
     key: str
     claim: str | None
 
     @classmethod
-    def checked(cls, scope: str, fence: int, key: str, claim: str | None) -> _Command:
+    def checked(cls, scope: str, token: int, key: str, claim: str | None) -> _Command:
         check_name(scope, "fence scope")
         check_name(key, "idempotency key")
-        check_int(fence, "fence", 0, 2**63 - 1)
+        check_int(token, "token", 0, 2**63 - 1)
         if claim is not None:
             check_name(claim, "claim")
-        return cls(scope, fence, key, claim)
+        return cls(scope, token, key, claim)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    """A step of `FenceGuard._flow`: wait this long (a command with the key is running)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A step of `FenceGuard._flow`: a database call (async code runs it in a thread)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+class _RunCommand(enum.Enum):
+    """A step of `FenceGuard._flow`: run (or await) the command's function."""
+
+    RUN = "run"
+
+
+_RUN = _RunCommand.RUN
+
+_Step = _Pause | _Call | _RunCommand
+_Steps = Generator[_Step, Any, tuple[JSON, bool]]
+
+
+class _Flow:
+    """Steps a `FenceGuard._flow` for its driver: `next` hands over the step to perform (None
+    once the flow has returned, its return value in `result`) and takes what came of the last
+    one, its value or the exception it raised."""
+
+    def __init__(self, steps: _Steps) -> None:
+        self._steps = steps
+        self.result: tuple[JSON, bool] = (None, False)
+
+    def next(self, sent: Any = None, *, error: BaseException | None = None) -> _Step | None:
+        try:
+            return self._steps.send(sent) if error is None else self._steps.throw(error)
+        except StopIteration as returned:
+            self.result = returned.value
+            return None
 
 
 # Why each refused command is refused: its exception, and what the message says of its fence.
@@ -272,13 +348,13 @@ def _settled(decision: Decision, command: _Command, span: tracing.FenceSpan) -> 
         span.outcome("replayed")
         return decision.result, True
     error, why = refused
-    scope, fence, highest = command.scope, command.fence, decision.highest
-    span.stale(fence, highest)
+    scope, token, highest = command.scope, command.token, decision.highest
+    span.stale(token, highest)
     raise error(
-        f"fence {fence} for {scope!r} {why.format(highest=highest)}; this command is refused",
+        f"fence {token} for {scope!r} {why.format(highest=highest)}; this command is refused",
         highest=highest,
         scope=scope,
-        fence=fence,
+        token=token,
     )
 
 
@@ -295,7 +371,7 @@ def ledger_tokens(ledger: JobReader) -> Callable[[str], int]:
 
     def current(scope: str) -> int:
         try:
-            token: int = ledger.get(scope).fencing_token
+            token: int = ledger.get(scope).token
         except JobNotFound:
             return 0
         return token

@@ -105,7 +105,7 @@ class FenceMiddleware:
         try:
             response, replayed = await self.guard.aapply(
                 command.scope,
-                command.fence,
+                command.token,
                 command.key,
                 run,
                 claim=command.claim,
@@ -116,7 +116,7 @@ class FenceMiddleware:
                 exc.error_code,
                 str(exc),
                 scope=command.scope,
-                fence=command.fence,
+                fence=command.token,  # the wire's name for it, as the header's
                 highest=exc.highest,
             )
             await send_json(send, exc.http_status, body)
@@ -136,7 +136,7 @@ class FenceMiddleware:
 class _FencedRequest:
     """The fence headers of one request, parsed once."""
 
-    fence: int
+    token: int
     scope: str
     key: str
     claim: str | None

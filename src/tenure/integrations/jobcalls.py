@@ -15,12 +15,12 @@ import asyncio
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from tenure.app import App
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import InvalidArgument, JobFailed
 from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.ledger import Ledger, await_end
@@ -108,12 +108,20 @@ class JobCalls:
     """Tool calls of one kind as jobs on a `Ledger`, an `App` or a `Client`.
 
     `timeout` is how long a call waits for its job's end (None: as long as it takes);
-    `tenant` is the tenant a Ledger or App submits as (a Client's key decides its own).
+    `tenant` is the tenant a Ledger or App submits as (a Client's key decides its own);
+    `clock` times the timeout and the unclaimed warning.
     """
 
     def __init__(
-        self, target: Any, kind: str, *, timeout: float | None, tenant: str | None
+        self,
+        target: Any,
+        kind: str,
+        *,
+        timeout: float | None,
+        tenant: str | None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.kind = check_name(kind, "kind")
         if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
             raise InvalidArgument(f"timeout must be seconds > 0 or None, got {timeout!r}")
@@ -159,12 +167,12 @@ class JobCalls:
         `TimeoutError` past the timeout (the job goes on). `seen` gets each read of the job."""
         or_signal = or_signal_besides is not None
         besides = or_signal_besides or ()
-        started = time.monotonic()
+        started = self.clock.monotonic()
         deadline = None if self.timeout is None else started + self.timeout
         pause = _FIRST_POLL
         while True:
             slice_ = self._slice(started)
-            remaining = slice_ if deadline is None else deadline - time.monotonic()
+            remaining = slice_ if deadline is None else deadline - self.clock.monotonic()
             wait = min(pause if or_signal else slice_, remaining)
             job: Job = self.api.wait(job_id, max(0.0, wait))
             if seen is not None:
@@ -173,12 +181,12 @@ class JobCalls:
             asks = awaited_signal(job)
             if job.terminal or (or_signal and asks is not None and asks not in besides):
                 return job
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self.clock.monotonic() >= deadline:
                 raise self._late(job)
             pause = min(pause * 2, _SIGNAL_POLL)
 
     def _slice(self, started: float) -> float:
-        if self.ledger is None or time.monotonic() - started < UNCLAIMED_WARNING:
+        if self.ledger is None or self.clock.monotonic() - started < UNCLAIMED_WARNING:
             return _WAIT_SLICE
         return _LEDGER_SLICE
 
@@ -186,13 +194,13 @@ class JobCalls:
         """`wait` for asyncio code: a cancelled run stops waiting at once (the job goes on)."""
         if self.ledger is not None:
             ledger = self.ledger
-            started = time.monotonic()
+            started = self.clock.monotonic()
 
             async def seen(reading: Job) -> None:
                 self._check_claimed(reading, started)
 
             job = await await_end(
-                ledger.ended,
+                ledger,
                 job_id,
                 lambda: asyncio.to_thread(ledger.get, job_id),
                 self.timeout,
@@ -201,17 +209,17 @@ class JobCalls:
             if not job.terminal:
                 raise self._late(job)
             return job
-        started = time.monotonic()
+        started = self.clock.monotonic()
         deadline = None if self.timeout is None else started + self.timeout
         while True:
-            remaining = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
+            remaining = _WAIT_SLICE if deadline is None else deadline - self.clock.monotonic()
             job = await asyncio.to_thread(
                 self.api.wait, job_id, max(0.0, min(_WAIT_SLICE, remaining))
             )
             self._check_claimed(job, started)
             if job.terminal:
                 return job
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self.clock.monotonic() >= deadline:
                 raise self._late(job)
 
     def _check_claimed(self, job: Job, since: float) -> None:
@@ -219,10 +227,12 @@ class JobCalls:
         (the usual cause: no `tenure worker` for the kind, or one on another database)."""
         if self._warned or job.attempt > 0 or job.state is not JobState.QUEUED:
             return
-        if time.monotonic() - since < UNCLAIMED_WARNING:
+        if self.clock.monotonic() - since < UNCLAIMED_WARNING:
             return
         self._warned = True
-        where = self.ledger.store.where if self.ledger is not None else "the service's database"
+        where = (
+            self.ledger.operations.where if self.ledger is not None else "the service's database"
+        )
         log.warning(
             "job %s of kind %r has waited %.0f s and no worker has claimed it: is a `tenure "
             "worker` for %r running on %s?",

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from tenure.ledger.ended import EndedWatch
 from tenure.types import Job
+
+if TYPE_CHECKING:
+    from tenure.ledger.face import Ledger
 
 # How often `stop()` (a client that hung up) is asked: no statement, a check of a socket.
 STOP_CHECK_SECONDS = 5.0
 
 
 async def await_end(
-    ended: EndedWatch,
+    ledger: Ledger,
     job_id: str,
     read: Callable[[], Awaitable[Job]],
     timeout: float | None,
@@ -33,24 +35,25 @@ async def await_end(
     with every reading (progress, say). With `read_every_max`, the pause between readings
     doubles from `read_every` up to it (a job that asks soon is seen soon, a long one costs
     few statements)."""
-    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    clock = ledger._core.clock  # the ledger's own clock
+    deadline = None if timeout is None else clock.monotonic() + max(0.0, timeout)
     loop = asyncio.get_running_loop()
     woke = asyncio.Event()
 
     def ended_now() -> None:
         loop.call_soon_threadsafe(woke.set)
 
-    unwatch = ended.watch(job_id, ended_now)
+    unwatch = ledger._ended.watch(job_id, ended_now)
     try:
         job = await read()
-        last_read = time.monotonic()
+        last_read = clock.monotonic()
         while True:
             if seen is not None:
                 await seen(job)
             if job.terminal or (settled is not None and settled(job)):
                 return job
             while not woke.is_set():
-                now = time.monotonic()
+                now = clock.monotonic()
                 if deadline is not None and now >= deadline:
                     return await read()
                 if read_every is not None and now - last_read >= read_every:
@@ -66,7 +69,7 @@ async def await_end(
                     await asyncio.wait_for(woke.wait(), pause)
             woke.clear()
             job = await read()
-            last_read = time.monotonic()
+            last_read = clock.monotonic()
             if read_every is not None and read_every_max is not None:
                 read_every = min(read_every * 2, read_every_max)
     finally:

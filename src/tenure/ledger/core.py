@@ -4,16 +4,14 @@ back while the database is away (written when it answers again)."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import logging
-import random
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StoreUnavailable, TenureError
 from tenure.ledger.ended import EndedWatch
 from tenure.logs import emit
@@ -24,35 +22,6 @@ from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_second
 log = logging.getLogger("tenure")
 
 DEFAULT_MAX_ATTEMPTS = 5
-
-P = ParamSpec("P")
-R = TypeVar("R")
-PartT = TypeVar("PartT")
-
-
-def forward(
-    part: str, method: Callable[Concatenate[PartT, P], R]
-) -> Callable[Concatenate[Any, P], R]:
-    """A `Ledger` method that is the `method` of its part named `part` (signature, docstring
-    and types kept: mypy checks calls through it as calls of the part's own method)."""
-
-    def forwarded(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(getattr(self, part), *args, **kwargs)
-
-    # The Ledger's own method to readers (help(), the API reference): the part's name,
-    # docstring and signature, under the Ledger.
-    forwarded.__name__ = method.__name__
-    forwarded.__doc__ = method.__doc__
-    forwarded.__module__ = "tenure.ledger"
-    forwarded.__qualname__ = f"Ledger.{method.__name__}"
-    setattr(forwarded, "__signature__", inspect.signature(method))  # noqa: B010
-    return forwarded
-
-
-def backoff_delay(attempt: int, base: float, cap: float) -> float:
-    """Exponential backoff with equal jitter: between half and all of min(cap, base·2^(n-1))."""
-    ceiling = min(cap, base * 2 ** max(0, attempt - 1))
-    return float(ceiling * random.uniform(0.5, 1.0))
 
 
 def event_detail(**fields: Any) -> str:
@@ -71,8 +40,10 @@ class LedgerCore:
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         backoff_base: float = 1.0,
         backoff_cap: float = 300.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
+        self.clock = clock
         self.max_payload_bytes = check_int(max_payload_bytes, "max_payload_bytes", 1)
         self.default_max_attempts = check_int(default_max_attempts, "default_max_attempts", 1)
         self.backoff_base = check_seconds(backoff_base, "backoff_base")
@@ -166,9 +137,14 @@ class LedgerCore:
                     return
 
 
-class Part:
-    """One part of the `Ledger`: the state it owns, over the core every part shares."""
+S = TypeVar("S")
+"""The aggregates of the store a part reads and writes (a protocol of `tenure.storage`)."""
 
-    def __init__(self, core: LedgerCore) -> None:
+
+class Part(Generic[S]):
+    """One part of the `Ledger`: the state it owns, over the core every part shares, typed
+    against the aggregates of the store it uses (`S`), not the whole `Store`."""
+
+    def __init__(self, core: LedgerCore, store: S) -> None:
         self.core = core
-        self.store = core.store
+        self.store = store

@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Mapping
+from typing import Protocol
 
 from tenure import labels as label_rules
 from tenure.ledger.core import LedgerCore, Part
+from tenure.storage.base import TenantStore
+from tenure.storage.evidence import EvidenceStore
 from tenure.validation import check_int, check_name
 
 DECLARATIONS_CACHE = 1.0
 
 
-class Declarations(Part):
+class DeclarationStore(TenantStore, EvidenceStore, Protocol):
+    """What `Declarations` uses of the store: the labels and versions the classes declare."""
+
+
+class Declarations(Part[DeclarationStore]):
     """`declare_labels`, `declared_labels` and the check of a submit's labels."""
 
-    def __init__(self, core: LedgerCore) -> None:
-        super().__init__(core)
+    def __init__(self, core: LedgerCore, store: DeclarationStore) -> None:
+        super().__init__(core, store)
         # This ledger's own cache of the declared labels (never shared with another ledger).
         self._declared: tuple[float, dict[str, label_rules.Declared]] | None = None
         self._declared_lock = threading.Lock()
@@ -56,11 +62,15 @@ class Declarations(Part):
         """Every kind's declared labels (read again after a second, or now with `fresh`)."""
         with self._declared_lock:
             cached = self._declared
-        if not fresh and cached is not None and time.monotonic() - cached[0] < DECLARATIONS_CACHE:
+        if (
+            not fresh
+            and cached is not None
+            and self.core.clock.monotonic() - cached[0] < DECLARATIONS_CACHE
+        ):
             return cached[1]
         current = self.store.declared_labels()
         with self._declared_lock:
-            self._declared = (time.monotonic(), current)
+            self._declared = (self.core.clock.monotonic(), current)
         return current
 
     def submitted_labels(self, kind: str, labels: object) -> str | None:

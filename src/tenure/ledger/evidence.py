@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from tenure.errors import JobNotFound
 from tenure.evidence import (
@@ -20,16 +20,25 @@ from tenure.evidence import (
 )
 from tenure.ledger.core import LedgerCore, Part
 from tenure.ledger.leases import Leases
-from tenure.storage.evidence import CachedRetrieval, NewEvidence, RetrievalTotals
-from tenure.types import EventType, Lease
+from tenure.storage.base import JobStore
+from tenure.storage.evidence import (
+    CachedRetrieval,
+    EvidenceStore,
+    NewEvidence,
+)
+from tenure.types import EventType, Lease, RetrievalTotals
 from tenure.validation import check_job_id, check_name
 
 
-class EvidenceRecords(Part):
+class EvidenceRecordStore(EvidenceStore, JobStore, Protocol):
+    """What `EvidenceRecords` uses of the store: evidence, the retrieval cache, the jobs."""
+
+
+class EvidenceRecords(Part[EvidenceRecordStore]):
     """`record_evidence`, `evidence`, and the retrieval cache of the `Ledger`."""
 
-    def __init__(self, core: LedgerCore, leases: Leases) -> None:
-        super().__init__(core)
+    def __init__(self, core: LedgerCore, store: EvidenceRecordStore, leases: Leases) -> None:
+        super().__init__(core, store)
         self.leases = leases
 
     def record_evidence(

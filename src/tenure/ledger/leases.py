@@ -12,8 +12,9 @@ import builtins
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
+from tenure.backoff import backoff_delay
 from tenure.errors import (
     InvalidArgument,
     LeaseLost,
@@ -21,10 +22,19 @@ from tenure.errors import (
     StoreUnavailable,
     TenureError,
 )
-from tenure.ledger.core import LedgerCore, Part, backoff_delay, event_detail
+from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
-from tenure.storage.base import NO_CLAIM, AttemptFailure, ClaimRequest, Publish, StageStart
+from tenure.storage.base import (
+    NO_CLAIM,
+    AttemptFailure,
+    ClaimRequest,
+    JobStore,
+    LeaseStore,
+    Publish,
+    StageStart,
+    StageStore,
+)
 from tenure.types import (
     JSON,
     CancelReason,
@@ -56,11 +66,15 @@ def check_lease(value: Any, what: str = "lease") -> Lease:
     return value
 
 
-class Leases(Part):
+class LeaseWrites(LeaseStore, StageStore, JobStore, Protocol):
+    """What `Leases` uses of the store: claims, renewals, stages, outcomes and the jobs."""
+
+
+class Leases(Part[LeaseWrites]):
     """The lease-guarded operations of the `Ledger`."""
 
-    def __init__(self, core: LedgerCore, limits: Limits) -> None:
-        super().__init__(core)
+    def __init__(self, core: LedgerCore, store: LeaseWrites, limits: Limits) -> None:
+        super().__init__(core, store)
         self.limits = limits
 
     def claim(

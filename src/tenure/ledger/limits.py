@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import time
-
 from tenure.errors import StoreUnavailable
 from tenure.ledger.core import LedgerCore, Part
+from tenure.storage.base import TenantStore
 from tenure.validation import check_int, check_name
 
 # How often a ledger looks whether tenant limits exist (seconds).
 LIMITS_REFRESH = 2.0
 
 
-class Limits(Part):
+class Limits(Part[TenantStore]):
     """`set_tenant_limit`, `tenant_limits`, `has_tenant_limits`."""
 
-    def __init__(self, core: LedgerCore) -> None:
-        super().__init__(core)
+    def __init__(self, core: LedgerCore, store: TenantStore) -> None:
+        super().__init__(core, store)
         self._limits_seen_at: float | None = None
         self._has_limits = False
 
@@ -42,7 +41,7 @@ class Limits(Part):
         Never raises: while the database cannot be reached the last answer stands (the
         claims themselves fail meanwhile), and it is looked up again on the next call.
         """
-        now = time.monotonic()
+        now = self.core.clock.monotonic()
         if self._limits_seen_at is None or now - self._limits_seen_at > LIMITS_REFRESH:
             try:
                 self._has_limits = bool(self.store.tenant_limits())

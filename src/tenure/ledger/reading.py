@@ -7,14 +7,13 @@ import builtins
 import contextlib
 import logging
 import threading
-import time
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
 from tenure.ledger.core import Part
 from tenure.logs import emit
-from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
-from tenure.types import Event, Job, JobState, Stage
+from tenure.storage.base import JobStore, LeaseStore, MetricsStore, StageStore
+from tenure.types import Event, EventTotals, Job, JobState, OverdueStages, QueueFigure, Stage
 from tenure.validation import check_int, check_job_id, check_name
 
 log = logging.getLogger("tenure")
@@ -23,7 +22,11 @@ T = TypeVar("T")
 MAX_LIST_LIMIT = 1000
 
 
-class Reading(Part):
+class ReadingStore(JobStore, LeaseStore, StageStore, MetricsStore, Protocol):
+    """What `Reading` uses of the store: jobs, events, stages, cancels, requeues, figures."""
+
+
+class Reading(Part[ReadingStore]):
     """Reads and operator transitions of the `Ledger`."""
 
     def cancel(self, job_id: str) -> None:
@@ -112,20 +115,19 @@ class Reading(Part):
         return {state: found.get(state, 0) for state in JobState}
 
     def wait(self, job_id: str, timeout: float = 30.0) -> Job:
-        """The job once terminal, or as it is when `timeout` seconds have passed. Woken when
-        the job ends (see `ledger.ended`): the job is read when the wait starts, when it is
-        woken and at the deadline, and no statement is spent while it waits."""
+        """`Ledger.wait`: woken by the ledger's watch of ended jobs, on its clock."""
         job_id = check_job_id(job_id)
-        deadline = time.monotonic() + max(0.0, float(timeout))
+        clock = self.core.clock
+        deadline = clock.monotonic() + max(0.0, float(timeout))
         woke = threading.Event()
         unwatch = self.core.ended.watch(job_id, woke.set)
         try:
             job = self.get(job_id)
             while not job.terminal:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - clock.monotonic()
                 if remaining <= 0:
                     return job
-                if not woke.wait(remaining):
+                if not clock.wait(woke, remaining):
                     return self.get(job_id)
                 woke.clear()
                 job = self.get(job_id)

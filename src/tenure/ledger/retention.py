@@ -6,12 +6,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
+from typing import Protocol
 
 from tenure.errors import InvalidArgument
 from tenure.ledger.core import Part
 from tenure.ledger.submission import MAX_BATCH
 from tenure.logs import emit
-from tenure.storage.base import PurgeStep
+from tenure.storage.base import PurgeStep, RetentionStore
+from tenure.storage.evidence import EvidenceStore
 from tenure.types import PurgeReport
 from tenure.validation import check_int
 
@@ -32,7 +34,11 @@ def _seconds_of(value: timedelta | float, what: str) -> float:
     return float(seconds)
 
 
-class Retention(Part):
+class RetentionParts(RetentionStore, EvidenceStore, Protocol):
+    """What `Retention` uses of the store: the purge of ended jobs and stale retrievals."""
+
+
+class Retention(Part[RetentionParts]):
     """`purge`."""
 
     def purge(

@@ -16,20 +16,19 @@ import logging
 import math
 import statistics
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
-from tenure.types import JobState, Rollout, RolloutJob
+from tenure.storage.base import RolloutStore
+from tenure.types import JobState, OnTrip, Rollout, RolloutJob, RolloutState
 from tenure.validation import check_int, check_job_id, check_name
 
 log = logging.getLogger("tenure")
 STABLE = "stable"
 ROLLOUT_CACHE = 1.0
-_ON_TRIP = ("stable", "hold")
 
 
 def share_of(job_id: str) -> float:
@@ -83,12 +82,12 @@ class RolloutStatus:
         return None if mine is None or not theirs else mine / theirs
 
 
-class Rollouts(Part):
+class Rollouts(Part[RolloutStore]):
     """`start_rollout`, `stop_rollout`, `rollouts`, `rollout_status`, `check_rollout`, and the
     variant a new job gets."""
 
-    def __init__(self, core: LedgerCore) -> None:
-        super().__init__(core)
+    def __init__(self, core: LedgerCore, store: RolloutStore) -> None:
+        super().__init__(core, store)
         # This ledger's own cache of the rollouts (never shared with another ledger).
         self._rollout_cache: tuple[float, dict[str, Rollout]] | None = None
         self._rollout_refreshing = False
@@ -104,7 +103,7 @@ class Rollouts(Part):
         max_failure_rate: float | None = None,
         max_cost_ratio: float | None = None,
         min_jobs: int = 20,
-        on_trip: str = "stable",
+        on_trip: OnTrip | str = OnTrip.STABLE,
     ) -> Rollout:
         """Give new jobs of `kind` the `variant`: those of `tenants` (None: every tenant),
         `percent` of them (default 100 with tenants, else required). After `min_jobs`
@@ -129,8 +128,8 @@ class Rollouts(Part):
             else _number(max_failure_rate, "max_failure_rate", 0.0, 1.0)
         )
         cost = None if max_cost_ratio is None else _number(max_cost_ratio, "max_cost_ratio", 0.0)
-        if on_trip not in _ON_TRIP:
-            raise InvalidArgument(f"on_trip must be one of {', '.join(_ON_TRIP)}, got {on_trip!r}")
+        if on_trip not in list(OnTrip):
+            raise InvalidArgument(f"on_trip must be one of {', '.join(OnTrip)}, got {on_trip!r}")
         rollout = Rollout(
             kind=kind,
             variant=variant,
@@ -139,8 +138,8 @@ class Rollouts(Part):
             max_failure_rate=failure,
             max_cost_ratio=cost,
             min_jobs=check_int(min_jobs, "min_jobs", 1),
-            on_trip=on_trip,
-            state="active",
+            on_trip=OnTrip(on_trip),
+            state=RolloutState.ACTIVE,
             started_at=self.core.now(),
         )
         if not self.store.start_rollout(rollout):
@@ -170,7 +169,8 @@ class Rollouts(Part):
             raise InvalidArgument(f"kind {kind!r} has no rollout")
         candidate, stable = self._compare(rollout)
         tripped_now = self._judge(rollout, candidate, stable)
-        if rollout.state == "active":  # as it is now: this call or another may have tripped it
+        # As it is now: this call or another may have tripped it.
+        if rollout.state is RolloutState.ACTIVE:
             rollout = self.rollout(kind) or rollout
         return RolloutStatus(rollout, candidate, stable, tripped_now)
 
@@ -205,7 +205,7 @@ class Rollouts(Part):
         self.store.report_cost(job_id, attempt, tokens, usd)
 
     def _check(self, rollout: Rollout) -> bool:
-        if rollout.state != "active":
+        if rollout.state is not RolloutState.ACTIVE:
             return False
         return self._judge(rollout, *self._compare(rollout))
 
@@ -219,7 +219,7 @@ class Rollouts(Part):
 
     def _judge(self, rollout: Rollout, candidate: VariantFigures, stable: VariantFigures) -> bool:
         """Trip the breaker if these figures pass its thresholds; True for the call that did."""
-        if rollout.state != "active" or candidate.ended < rollout.min_jobs:
+        if rollout.state is not RolloutState.ACTIVE or candidate.ended < rollout.min_jobs:
             return False
         reasons = []
         rate = candidate.failure_rate or 0.0
@@ -263,16 +263,16 @@ class Rollouts(Part):
             return None, False
         if share_of(job_id) >= rollout.percent:
             return None, False
-        if rollout.state == "active":
+        if rollout.state is RolloutState.ACTIVE:
             return rollout.variant, False
-        return None, rollout.on_trip == "hold"
+        return None, rollout.on_trip is OnTrip.HOLD
 
     def _active_rollouts(self) -> dict[str, Rollout]:
         """The rollouts by kind, read again at most once a second. One submitting thread
         reads (and judges the breakers) while the others go on with the previous reading."""
         with self._rollout_lock:
             cached = self._rollout_cache
-            fresh = cached is not None and time.monotonic() - cached[0] < ROLLOUT_CACHE
+            fresh = cached is not None and self.core.clock.monotonic() - cached[0] < ROLLOUT_CACHE
             if cached is not None and (fresh or self._rollout_refreshing):
                 return cached[1]
             self._rollout_refreshing = True
@@ -284,7 +284,7 @@ class Rollouts(Part):
         finally:
             with self._rollout_lock:
                 self._rollout_refreshing = False
-        self._rollout_cache = (time.monotonic(), current)
+        self._rollout_cache = (self.core.clock.monotonic(), current)
         return current
 
 

@@ -1,9 +1,11 @@
-"""Submitting jobs: one, keyed or not, or a batch of one kind in one statement."""
+"""Submitting jobs: one, keyed or not, or a batch of one kind in one statement, each with its
+`SubmitOptions`."""
 
 from __future__ import annotations
 
 import builtins
 import logging
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +18,9 @@ from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.declarations import Declarations
 from tenure.ledger.rollouts import Rollouts
 from tenure.logs import emit
+from tenure.options import SubmitOptions
 from tenure.storage import NewJob
+from tenure.storage.base import JobStore
 from tenure.types import JSON
 from tenure.validation import EncodedJson, check_int, check_name, encode_json
 
@@ -53,73 +57,24 @@ class _Placement:
     principal: str | None = None
 
 
-class Submission(Part):
+class Submission(Part[JobStore]):
     """`submit`, `submit_or_find`, `submit_many`, and the wake-ups they cause."""
 
-    def __init__(self, core: LedgerCore, rollouts: Rollouts, declarations: Declarations) -> None:
-        super().__init__(core)
+    def __init__(
+        self, core: LedgerCore, store: JobStore, rollouts: Rollouts, declarations: Declarations
+    ) -> None:
+        super().__init__(core, store)
         self.rollouts = rollouts
         self.declarations = declarations
 
-    def submit(
-        self,
-        kind: str,
-        payload: JSON,
-        *,
-        idempotency_key: str | None = None,
-        tenant: str = "default",
-        max_attempts: int | None = None,
-        priority: int = 0,
-        run_after: datetime | timedelta | float | None = None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
-    ) -> str:
-        """Persist a job and return its id at once.
-
-        A key the tenant already used returns that job's id when kind and payload are the same
-        JSON value (key order does not matter), and raises `IdempotencyConflict` otherwise.
-        `run_after` is a time, or a delay (timedelta or seconds) from the database's now.
-        `labels` sets keys the kind's job class leaves to the submitter (`tenure.labels`).
-        `traceparent` (default: the current OpenTelemetry span's) puts its attempts in that trace.
-        `principal` says whom the job acts for (`user:42`; up to 256 characters): shown as
-        `Job.principal` and `ctx.principal`, interpreted only by the app's permission functions.
-        """
-        job_id, _ = self.submit_or_find(
-            kind,
-            payload,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            max_attempts=max_attempts,
-            priority=priority,
-            run_after=run_after,
-            labels=labels,
-            traceparent=traceparent,
-            principal=principal,
-        )
-        return job_id
-
     def submit_or_find(
-        self,
-        kind: str,
-        payload: JSON,
-        *,
-        idempotency_key: str | None = None,
-        tenant: str = "default",
-        max_attempts: int | None = None,
-        priority: int = 0,
-        run_after: datetime | timedelta | float | None = None,
-        parent_id: str | None = None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
+        self, kind: str, payload: JSON, options: SubmitOptions, parent_id: str | None = None
     ) -> tuple[str, bool]:
-        """`submit`, also saying whether the job is new (False: the key's existing job).
-        `parent_id` makes the job a child of that job (what `ctx.spawn` does)."""
-        placement = self._placement(
-            kind, tenant, max_attempts, priority, run_after, labels, traceparent, principal
-        )
+        """Persist a job (see `Ledger.submit`), also saying whether it is new (False: the
+        key's existing job). `parent_id` makes the job a child of that job (`ctx.spawn`)."""
+        placement = self._placement(kind, options)
         kind, tenant = placement.kind, placement.tenant
+        idempotency_key = options.idempotency_key
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
         job, encoded = self._new_job(placement, payload, idempotency_key, parent_id)
@@ -147,28 +102,14 @@ class Submission(Part):
         return existing.id, False
 
     def submit_many(
-        self,
-        kind: str,
-        payloads: Sequence[JSON],
-        *,
-        tenant: str = "default",
-        max_attempts: int | None = None,
-        priority: int = 0,
-        run_after: datetime | timedelta | float | None = None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
+        self, kind: str, payloads: Sequence[JSON], options: SubmitOptions
     ) -> builtins.list[str]:
-        """Submit many jobs of one kind in one statement (one transaction on SQLite).
-
-        All or nothing: a payload that is not JSON or too large rejects the whole batch before
-        anything is written. No idempotency keys here: a keyed job goes through `submit`.
-        Returns the new ids in the order of `payloads`; `labels`, `traceparent` and
-        `principal` as for `submit`, the same for every job of the batch.
-        """
-        placement = self._placement(
-            kind, tenant, max_attempts, priority, run_after, labels, traceparent, principal
-        )
+        """Many jobs of one kind in one statement (see `Ledger.submit_many`)."""
+        if options.idempotency_key is not None:
+            raise InvalidArgument(
+                "submit_many takes no idempotency key: a keyed job goes through submit"
+            )
+        placement = self._placement(kind, options)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument("payloads must be a list of JSON values")
         check_int(len(payloads), "number of payloads", 1, MAX_BATCH)
@@ -182,33 +123,26 @@ class Submission(Part):
         emit(log, logging.INFO, "jobs_submitted", kind=placement.kind, count=len(jobs))
         return [job.id for job in jobs]
 
-    def _placement(
-        self,
-        kind: str,
-        tenant: str,
-        max_attempts: int | None,
-        priority: int,
-        run_after: datetime | timedelta | float | None,
-        labels: dict[str, str] | None = None,
-        traceparent: str | None = None,
-        principal: str | None = None,
-    ) -> _Placement:
+    def _placement(self, kind: str, options: SubmitOptions) -> _Placement:
         """Validate what a submit shares with every job of a batch."""
+        max_attempts = options.max_attempts
         attempts = self.core.default_max_attempts if max_attempts is None else max_attempts
-        run_at, delay = _schedule(run_after)
+        run_at, delay = _schedule(options.run_after)
         kind = check_name(kind, "kind")
+        traceparent = options.traceparent
         if traceparent is None:
             traceparent = tracing.current_traceparent()
         else:
             traceparent = tracing.check_traceparent(traceparent)
+        principal = options.principal
         return _Placement(
             kind=kind,
-            tenant=check_name(tenant, "tenant"),
+            tenant=check_name(options.tenant, "tenant"),
             max_attempts=check_int(attempts, "max_attempts", 1),
-            priority=check_int(priority, "priority"),
+            priority=check_int(options.priority, "priority"),
             run_at=run_at,
             delay_seconds=delay,
-            labels_json=self.declarations.submitted_labels(kind, labels),
+            labels_json=self.declarations.submitted_labels(kind, options.labels),
             traceparent=traceparent,
             principal=None if principal is None else check_principal(principal),
         )
@@ -267,6 +201,11 @@ class Submission(Part):
         return self.store.listen(callback, on_cancelled)
 
 
+# The furthest delay a submit may ask for: far beyond any job's wait, well inside both
+# databases' timestamp ranges.
+MAX_DELAY_SECONDS = 100 * 365 * 86400.0
+
+
 def _schedule(run_after: datetime | timedelta | float | None) -> tuple[datetime | None, float]:
     """Split `run_after` into an absolute time or a delay from the database's now."""
     if run_after is None:
@@ -277,6 +216,15 @@ def _schedule(run_after: datetime | timedelta | float | None) -> tuple[datetime 
         return run_after, 0.0
     if isinstance(run_after, timedelta):
         run_after = run_after.total_seconds()
-    if isinstance(run_after, bool) or not isinstance(run_after, int | float) or run_after < 0:
+    if isinstance(run_after, bool) or not isinstance(run_after, int | float):
         raise InvalidArgument("run_after must be a datetime, a timedelta or seconds >= 0")
-    return None, float(run_after)
+    try:
+        seconds = float(run_after)
+    except OverflowError:  # an int past a float's range
+        seconds = math.inf
+    if not (0 <= seconds <= MAX_DELAY_SECONDS):  # NaN too
+        raise InvalidArgument(
+            f"run_after must be between 0 and {MAX_DELAY_SECONDS:.0f} seconds (100 years), "
+            f"got {run_after!r}"
+        )
+    return None, seconds

@@ -10,7 +10,8 @@ from tenure import keys
 from tenure.errors import TenantExists, TenantNotFound
 from tenure.ledger.core import Part
 from tenure.logs import emit
-from tenure.storage.base import TenantRecord
+from tenure.storage.base import TenantStore
+from tenure.types import TenantRecord
 from tenure.validation import check_name
 
 log = logging.getLogger("tenure")
@@ -35,7 +36,7 @@ class Principal:
         return self.tenant is None or self.tenant == tenant
 
 
-class Tenants(Part):
+class Tenants(Part[TenantStore]):
     """Tenant and API key operations of the `Ledger`."""
 
     def create_tenant(self, name: str) -> str:

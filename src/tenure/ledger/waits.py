@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+from typing import Protocol
 
 from tenure.errors import (
     IdempotencyConflict,
@@ -16,11 +17,12 @@ from tenure.ledger.leases import Leases
 from tenure.ledger.reading import Reading
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
-from tenure.storage.base import NewSignal
+from tenure.options import SubmitOptions
+from tenure.storage.base import JobStore, NewSignal, WaitStore
 from tenure.storage.waits import SignalOutcome
 from tenure.types import JSON, EventType, Job, JobState, Lease
 from tenure.validation import check_job_id, check_name, encode_json
-from tenure.waits import HELD_SIGNAL, WaitOutcome, WaitRequest, WaitState
+from tenure.waits import HELD_SIGNAL, WaitOutcome, WaitRequest
 
 log = logging.getLogger("tenure")
 
@@ -30,13 +32,22 @@ def child_key(parent_id: str, name: str) -> str:
     return f"tenure-child:{parent_id}:{name}"
 
 
-class Waits(Part):
+class WaitParts(WaitStore, JobStore, Protocol):
+    """What `Waits` uses of the store: waits, signals and the jobs (children) waited for."""
+
+
+class Waits(Part[WaitParts]):
     """`signal`, `children`, and what a waiting handler's context asks of the ledger."""
 
     def __init__(
-        self, core: LedgerCore, submission: Submission, leases: Leases, reading: Reading
+        self,
+        core: LedgerCore,
+        store: WaitParts,
+        submission: Submission,
+        leases: Leases,
+        reading: Reading,
     ) -> None:
-        super().__init__(core)
+        super().__init__(core, store)
         self.submission = submission
         self.leases = leases
         self.reading = reading
@@ -75,7 +86,7 @@ class Waits(Part):
         while True:
             page = self.store.list_jobs(JobState.WAITING, kind, None, 500, after)
             for job in page:
-                state = WaitState.parse(job.wait)
+                state = job.wait
                 if state is not None and state.held and state.signal == HELD_SIGNAL:
                     released += self.signal(job.id, HELD_SIGNAL, None)
             if len(page) < 500:
@@ -102,15 +113,15 @@ class Waits(Part):
         attempts, its tenant the parent's, its principal the parent's unless `principal` (one
         the caller checked is no wider). Returns its id and whether it is new."""
         try:
-            child_id, new = self.submission.submit_or_find(
-                kind,
-                payload,
+            options = SubmitOptions(
                 idempotency_key=child_key(lease.job_id, name),
                 tenant=lease.tenant,
                 max_attempts=max_attempts,
                 priority=0 if priority is None else priority,
-                parent_id=lease.job_id,
                 principal=lease.principal if principal is None else principal,
+            )
+            child_id, new = self.submission.submit_or_find(
+                kind, payload, options, parent_id=lease.job_id
             )
         except IdempotencyConflict:
             raise InvalidArgument(

@@ -30,7 +30,9 @@ class TenantKeys:
         self.ledger, self.admin_key_sha256 = ledger, admin_key_sha256
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        found = await anyio.to_thread.run_sync(self.ledger.identify, token, self.admin_key_sha256)
+        found = await anyio.to_thread.run_sync(
+            self.ledger.operations.identify, token, self.admin_key_sha256
+        )
         if found is None:
             return None
         if found.tenant is None:
@@ -85,7 +87,7 @@ def run_mcp(
     """Serve until stdin closes (stdio) or SIGINT/SIGTERM (HTTP). `no_auth` (streamable HTTP
     on a loopback host only): no bearer key, every call acts for `tenant`."""
     known = transport != "stdio" and not no_auth
-    if not known and tenant not in {t.name for t in ledger.tenants()} | {"default"}:
+    if not known and tenant not in {t.name for t in ledger.operations.tenants()} | {"default"}:
         raise TenureError(f"there is no tenant {tenant!r}: see `tenure tenant list`")
     if transport == "stdio":
         anyio.run(_stdio, TenureMcp(app, ledger, tenant=tenant))

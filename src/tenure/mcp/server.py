@@ -242,7 +242,7 @@ class TenureMcp:
             first = min(first or PROGRESS_READ_SECONDS, PROGRESS_READ_SECONDS)
             most = min(most or PROGRESS_READ_SECONDS, PROGRESS_READ_SECONDS)
         return await await_end(
-            self.ledger.ended,
+            self.ledger,
             job_id,
             read,
             timeout,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tenure.errors import JobCancelled, NonRetryable
-from tenure.ledger import Ledger
+from tenure.port import LeasePort
 from tenure.runtime import checkpoints
 from tenure.runtime.context import JobContext
 from tenure.runtime.keeper import LeaseKeeper
@@ -21,7 +21,7 @@ Migrations = Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]
 
 
 def open_context(
-    run: JobRun, ledger: Ledger, keeper: LeaseKeeper, migrations: Migrations
+    run: JobRun, port: LeasePort, keeper: LeaseKeeper, migrations: Migrations
 ) -> JobContext:
     """The handler's context: fresh, or resumed from the recorded stages.
 
@@ -39,23 +39,23 @@ def open_context(
             code="lease_expired",
         )
     # The job's first claim ever (no token before it): no stage can have been recorded yet.
-    stages = [] if lease.fresh else ledger.store.stages(lease.job_id)
+    stages = [] if lease.fresh else port.stages(lease.job_id)
     if not stages:
-        return JobContext(run, ledger, keeper, [], checkpoints.new_envelope(lease, job_class))
+        return JobContext(run, port, keeper, [], checkpoints.new_envelope(lease, job_class))
     envelope = checkpoints.stored_envelope(lease, job_class, stages)
     envelope, migrated_from = checkpoints.bring_up_to_date(
         envelope, job_class, migrations.get(lease.kind, {})
     )
     if migrated_from is not None:
-        ledger.save_step(lease, lease.step, envelope)
-        ledger.record(
+        port.save_step(lease, lease.step, envelope)
+        port.record(
             lease,
             EventType.CHECKPOINT_MIGRATED,
             from_version=migrated_from,
             to_version=job_class.version,
         )
         run.log(logging.INFO, "checkpoint_migrated", from_version=migrated_from)
-    ctx = JobContext(run, ledger, keeper, checkpoints.replay_results(stages, envelope), envelope)
+    ctx = JobContext(run, port, keeper, checkpoints.replay_results(stages, envelope), envelope)
     for check in job_class.resume_checks:
         check(ctx, ctx.checkpoint)
     return ctx
@@ -75,4 +75,4 @@ def call_handler(run: JobRun, ctx: JobContext, loop: asyncio.AbstractEventLoop |
     try:
         return job_class.stored_result(future.result())
     except concurrent.futures.CancelledError:
-        raise JobCancelled(run.cancel_reason or "cancelled") from None
+        raise JobCancelled(run.cancel_reason) from None

@@ -7,7 +7,7 @@ Every job still gets its own answer, as a call on the committer's thread: publis
 `LeaseLost`, or `OwnershipUnknown`.
 
 When the worker has free slots, the same statement also claims its next jobs
-(`Ledger.complete_and_claim`): a busy worker then makes one round trip per batch, not two.
+(`LeasePort.complete_and_claim`): a busy worker then makes one round trip per batch, not two.
 On PostgreSQL two committer threads each take what waits when they are free: while one
 statement runs, the next batch goes out on the other's connection (SQLite runs one: its writes
 take turns on one lock).
@@ -22,7 +22,7 @@ from typing import Protocol
 
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import OwnershipUnknown, TenureError
-from tenure.ledger import Ledger
+from tenure.port import LeasePort
 from tenure.runtime.supervisor import Supervisor
 from tenure.types import JSON, Lease
 
@@ -82,12 +82,12 @@ class Committer:
 
     def __init__(
         self,
-        ledger: Ledger,
+        port: LeasePort,
         supervisor: Supervisor,
         claimer: Claimer | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self._ledger = ledger
+        self._port = port
         self._clock = clock
         self._supervisor = supervisor
         self._claimer = claimer
@@ -102,7 +102,7 @@ class Committer:
 
     def start(self) -> None:
         """Start the committer threads (idempotent)."""
-        committers = _PARALLEL_COMMITTERS if self._ledger.store.parallel_writes else 1
+        committers = _PARALLEL_COMMITTERS if self._port.parallel_writes else 1
         if not self._threads:
             self._threads = [self._supervisor.spawn("commit", self._run) for _ in range(committers)]
 
@@ -144,7 +144,7 @@ class Committer:
             answered.release()
 
         if not self.hand_over(lease, result, answer):
-            self._ledger.complete(lease, result)
+            self._port.complete(lease, result)
             return
         answered.acquire()
         if answers[0] is not None:
@@ -203,9 +203,9 @@ class Committer:
             if self._claimer is not None and not self._stopping:
                 spec = self._claimer.reserve_claim()
             if spec is None:
-                answers = self._ledger.complete_many(outcomes)
+                answers = self._port.complete_many(outcomes)
             else:
-                answers, leases = self._ledger.complete_and_claim(
+                answers, leases = self._port.complete_and_claim(
                     outcomes,
                     spec.owner_id,
                     limit=spec.limit,

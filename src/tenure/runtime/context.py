@@ -32,21 +32,29 @@ from tenure.errors import (
 from tenure.evidence import DocumentRef, Reference
 from tenure.runtime.evidence import child_principal, recheck_evidence, retrieve
 from tenure.runtime.stage_names import StageNames
-from tenure.types import JSON, CancelReason, Effect, EventType, Stage, StageKind, StageStatus
+from tenure.types import (
+    JSON,
+    CancelReason,
+    Effect,
+    EventType,
+    Stage,
+    StageKind,
+    StageStatus,
+    WorkerCount,
+)
 from tenure.validation import check_job_id, check_name, encode_json
+from tenure.wait_state import WaitFor
 from tenure.waits import (
-    WaitFor,
     WaitOutcome,
     WaitRequest,
     WaitResult,
-    WaitState,
     children_value,
     result_of,
     signal_value,
 )
 
 if TYPE_CHECKING:
-    from tenure.ledger import Ledger
+    from tenure.port import LeasePort
     from tenure.runtime.keeper import LeaseKeeper
     from tenure.runtime.run import JobRun
 
@@ -77,7 +85,7 @@ class JobContext:
     def __init__(
         self,
         run: JobRun,
-        ledger: Ledger,
+        port: LeasePort,
         keeper: LeaseKeeper,
         recorded: list[Stage],
         envelope: dict[str, Any] | None = None,
@@ -94,7 +102,7 @@ class JobContext:
         # Whom the job acts for, as its submit said (a child: its parent's, or narrower).
         self.principal = lease.principal
         self._run = run
-        self._ledger = ledger
+        self._port = port
         self._keeper = keeper
         self._recorded = {stage.position: stage for stage in recorded}
         self._next_position = 0
@@ -122,12 +130,12 @@ class JobContext:
 
     def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
         """Record what this attempt spent (a rollout compares it by variant)."""
-        self._ledger.report_cost(self.job_id, self.attempt, tokens, usd)
+        self._port.report_cost(self.job_id, self.attempt, tokens, usd)
 
     def check(self) -> None:
         """Raise `JobCancelled` if the job may no longer go on."""
         if self._run.cancelled.is_set():
-            raise JobCancelled(self._run.cancel_reason or "cancelled")
+            raise JobCancelled(self._run.cancel_reason)
 
     # -- the checkpoint ----------------------------------------------------------------------
 
@@ -143,20 +151,20 @@ class JobContext:
         if the lease is gone: a stale owner adds no evidence), shown by `Job.evidence`, and
         kept in the checkpoint's "evidence" list. `retriever` names the registered retriever
         whose recheck and current_version judge a document ref at a resume."""
-        self._ledger.record_evidence(self._run.lease, ref, retriever=retriever)
+        self._port.record_evidence(self._run.lease, ref, retriever=retriever)
         self._note(ref)
 
     def recheck_evidence(self) -> None:
         """Recheck the job's recorded document refs (see `tenure.checks.evidence_still_valid`):
         raises `ResumeRefused` with `evidence_revoked` or `evidence_changed`."""
-        recheck_evidence(self._ledger, self._run.lease, self._run.rules)
+        recheck_evidence(self._port, self._run.lease, self._run.rules)
 
     def retrieve(self, name: str, query: str, limit: int = 5) -> list[DocumentRef]:
         """Search the app's retriever `name` for this job's principal and tenant: its
         permissions limit the candidates, a cached result (same tenant, permission version,
         index version, normalised query and limit) or the search answers, its recheck drops
         what is no longer allowed, and the refs returned are recorded as evidence."""
-        refs = retrieve(self._ledger, self._run.lease, self._run.rules, name, query, limit)
+        refs = retrieve(self._port, self._run.lease, self._run.rules, name, query, limit)
         for ref in refs:
             self._note(ref)
         return refs
@@ -210,7 +218,7 @@ class JobContext:
             return self._end(plan, result)
 
     def effect(self, name: str, fn: Callable[[Effect], Any]) -> Any:
-        """Act on the world once per key: `fn(fx)` must send `fx.key` and `fx.fence`.
+        """Act on the world once per key: `fn(fx)` must send `fx.key` and `fx.token`.
 
         Refused (`OwnershipUnknown`) unless the lease is confirmed for at least one more
         heartbeat plus jitter. A recorded effect returns its result without running.
@@ -290,7 +298,7 @@ class JobContext:
                 code="spawn_refused",
             )
         try:
-            encode_json(payload, "child payload", self._ledger.max_payload_bytes)
+            encode_json(payload, "child payload", self._port.max_payload_bytes)
             child = check_name(name, "child name") if name is not None else None
         except InvalidArgument as exc:
             raise NonRetryable(str(exc), code="invalid_spawn") from None
@@ -300,7 +308,7 @@ class JobContext:
         return str(
             self.step(
                 stage,
-                lambda: self._ledger.spawn(
+                lambda: self._port.spawn(
                     lease, child, kind, payload, priority=priority, principal=acting_for
                 )[0],
             )
@@ -347,16 +355,14 @@ class JobContext:
         if recorded is not None:
             if recorded.status is StageStatus.DONE:
                 return result_of(recorded.result)
-            waited = WaitState.parse(self._run.lease.wait)
+            waited = self._run.lease.wait
             if waited is not None and waited.position == position:
                 until = waited.until  # a resumed wait keeps the deadline it had
         request = WaitRequest(position, name, wait_for, signal, jobs, seconds, until, ask)
         renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
         suspended = False
         try:
-            outcome: WaitOutcome = self._write(
-                lambda: self._ledger.wait_on(self._run.lease, request)
-            )
+            outcome: WaitOutcome = self._write(lambda: self._port.wait_on(self._run.lease, request))
             suspended = outcome.suspended
         finally:
             if not suspended:
@@ -410,7 +416,7 @@ class JobContext:
                 plan.replayed, plan.result = True, recorded.result
                 return plan
             plan.in_doubt = True
-            self._ledger.record(
+            self._port.record(
                 self._run.lease,
                 EventType.STEP_IN_DOUBT,
                 position=position,
@@ -418,7 +424,7 @@ class JobContext:
                 kind=kind.value,
                 started_token=recorded.token,
             )
-            self._keeper.count("steps_in_doubt", run=self._run)
+            self._keeper.count(WorkerCount.STEPS_IN_DOUBT, run=self._run)
             self._run.log(
                 logging.WARNING, "step_in_doubt", position=position, name=name, kind=kind.value
             )
@@ -427,7 +433,7 @@ class JobContext:
         self._run.start_segment(name, kind is StageKind.EFFECT)
         self._keeper.deadlines_changed()
         self._write(
-            lambda: self._ledger.start_stage(
+            lambda: self._port.start_stage(
                 self._run.lease,
                 position,
                 name,
@@ -478,7 +484,7 @@ class JobContext:
                 self._envelope.setdefault("effects", {})[plan.name] = "done"
             envelope = copy.deepcopy(self._envelope) if self._envelope else None
         text = self._write(
-            lambda: self._ledger.finish_stage(
+            lambda: self._port.finish_stage(
                 self._run.lease, plan.position, result, checkpoint=envelope
             )
         )
@@ -504,7 +510,7 @@ class JobContext:
         died or lost its lease inside a step leaves it in doubt). If that cannot be written,
         the step stays `started` and the next attempt counts it in doubt: the safe side."""
         try:
-            self._ledger.stage_raised(self._run.lease, plan.position, type(exc).__name__)
+            self._port.stage_raised(self._run.lease, plan.position, type(exc).__name__)
         except TenureError as unwritten:
             self._run.log(
                 logging.WARNING, "step_failure_unwritten", error_type=type(unwritten).__name__
@@ -514,7 +520,7 @@ class JobContext:
         """Record that a receiver refused the effect (`effect_refused`, marked on the job's
         timeline). No lease check: a stale holder's refusal is the one worth recording."""
         try:
-            self._ledger.record(
+            self._port.record(
                 self._run.lease,
                 EventType.EFFECT_REFUSED,
                 name=plan.name,
@@ -532,8 +538,8 @@ class JobContext:
             return write()
         except LeaseLost:
             self._run.trace.event("lease_lost", self.token)
-            self._run.cancel(self._ledger.lost_reason(self.job_id))
-            raise JobCancelled("lease_lost") from None
+            self._run.cancel(self._port.lost_reason(self.job_id))
+            raise JobCancelled(CancelReason.LEASE_LOST) from None
 
 
 def _timeout(value: float | None) -> float | None:

@@ -14,7 +14,7 @@ from tenure.types import Lease
 
 if TYPE_CHECKING:
     from tenure.app import Narrowing
-    from tenure.ledger import Ledger
+    from tenure.port import LeasePort
 
 # At most this many dropped sources are named in one `evidence_retrieved` event.
 MAX_DROPPED_NAMED = 20
@@ -32,7 +32,7 @@ NO_RULES = EvidenceRules()
 
 
 def retrieve(
-    ledger: Ledger, lease: Lease, rules: EvidenceRules, name: str, query: str, limit: int
+    port: LeasePort, lease: Lease, rules: EvidenceRules, name: str, query: str, limit: int
 ) -> list[DocumentRef]:
     """See `JobContext.retrieve`."""
     retriever = rules.retrievers.get(name) if isinstance(name, str) else None
@@ -52,7 +52,7 @@ def retrieve(
     key = retrieval.cache_key(
         lease.tenant, allowed.version, index_version, normalised, limit, allowed.filter
     )
-    found = ledger.cached_refs(lease.tenant, key) if retriever.cache_ttl > 0 else None
+    found = port.cached_refs(lease.tenant, key) if retriever.cache_ttl > 0 else None
     hit = found is not None
     if found is None:
         searched = document_refs(retriever.search(query, allowed=allowed.filter, limit=limit))
@@ -61,14 +61,14 @@ def retrieve(
             for ref in searched[:limit]
         ]
         if retriever.cache_ttl > 0:
-            ledger.cache_refs(lease.tenant, key, name, found, retriever.cache_ttl)
+            port.cache_refs(lease.tenant, key, name, found, retriever.cache_ttl)
     # A recheck can only drop: a ref it returns that the search did not find is not returned.
     still_allowed = set(document_refs(recheck(lease.principal, list(found))))
     kept = [ref for ref in found if ref in still_allowed]
     dropped = [ref for ref in found if ref not in still_allowed]
     for ref in kept:
-        ledger.record_evidence(lease, ref, retriever=name)
-    ledger.record_retrieval(
+        port.record_evidence(lease, ref, retriever=name)
+    port.record_retrieval(
         lease,
         retriever=name,
         cache="hit" if hit else "miss",
@@ -103,13 +103,13 @@ def child_principal(
     return requested
 
 
-def recheck_evidence(ledger: Ledger, lease: Lease, rules: EvidenceRules) -> None:
+def recheck_evidence(port: LeasePort, lease: Lease, rules: EvidenceRules) -> None:
     """Before a resume: every recorded document ref whose retriever is registered is rechecked
     for the job's principal (`evidence_revoked` if one is dropped) and, where the retriever
     has `current_version`, compared with the document as it is now (`evidence_changed` if
     its version or sha256 differ, or it is gone). Raises `ResumeRefused`."""
     by_retriever: dict[str, list[DocumentRef]] = {}
-    for record in ledger.evidence(lease.job_id):
+    for record in port.evidence(lease.job_id):
         if isinstance(record.ref, DocumentRef) and record.retriever in rules.retrievers:
             by_retriever.setdefault(record.retriever, []).append(record.ref)
     for name, refs in by_retriever.items():

@@ -5,8 +5,8 @@ exponential backoff between tries instead of a warning per try."""
 from __future__ import annotations
 
 import logging
-import time
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.logs import emit
 
 log = logging.getLogger("tenure.worker")
@@ -17,8 +17,8 @@ FIRST_BACKOFF, LAST_BACKOFF = 0.05, 5.0
 class FailureRun:
     """`failed()` after each failed try returns how long to wait before the next one."""
 
-    def __init__(self, what: str, worker: str) -> None:
-        self.what, self.worker = what, worker
+    def __init__(self, what: str, worker: str, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.what, self.worker, self.clock = what, worker, clock
         self.count = 0
         self._since = 0.0
         self._last_summary = 0.0
@@ -26,7 +26,7 @@ class FailureRun:
     def failed(self, error_type: str, reason: str | None = None) -> float:
         """Count a failed try (its first is logged, with `reason` when given: a message of
         tenure's naming the database, never content); return the wait before the next."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self.count += 1
         if self.count == 1:
             self._since = self._last_summary = now
@@ -60,6 +60,6 @@ class FailureRun:
                 f"{self.what}_recovered",
                 worker=self.worker,
                 failures=self.count,
-                after_seconds=round(time.monotonic() - self._since, 1),
+                after_seconds=round(self.clock.monotonic() - self._since, 1),
             )
             self.count = 0

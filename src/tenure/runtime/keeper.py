@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import OwnershipUnknown, StoreUnavailable
 from tenure.labels import JobCounts
-from tenure.ledger import Ledger
 from tenure.logs import emit
+from tenure.port import LeasePort
 from tenure.runtime.run import JobRun
 from tenure.runtime.supervisor import Supervisor
-from tenure.types import CancelReason
+from tenure.types import CancelReason, WorkerCount
 
 log = logging.getLogger("tenure.worker")
 
@@ -36,7 +36,14 @@ _RETRY_SECONDS = 1.0
 _IDLE_SECONDS = 1.0
 # Renewals are summed up in one INFO line this often (each one is logged at DEBUG).
 _SUMMARY_SECONDS = 60.0
-_JOB_SUMMARY = ("claimed", "succeeded", "failed", "retried", "released", "results_rejected")
+_JOB_SUMMARY = (
+    WorkerCount.CLAIMED,
+    WorkerCount.SUCCEEDED,
+    WorkerCount.FAILED,
+    WorkerCount.RETRIED,
+    WorkerCount.RELEASED,
+    WorkerCount.RESULTS_REJECTED,
+)
 
 
 class LeaseKeeper:
@@ -44,14 +51,14 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        ledger: Ledger,
+        port: LeasePort,
         *,
         supervisor: Supervisor,
         on_stage_timeout: Callable[[JobRun], None],
         on_lifetime: Callable[[JobRun], None],
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self._ledger = ledger
+        self._port = port
         self._clock = clock
         self._supervisor = supervisor
         # Settle-pool tasks report their own crashes: a future would keep them silent.
@@ -70,12 +77,12 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._settle = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tenure-settle")
-        self.counters: Counter[str] = Counter()
+        self.counters: Counter[WorkerCount] = Counter()
         # The same counts of what happened to jobs, by (name, kind, sorted labels).
         self.by_job: Counter[tuple[str, str, tuple[tuple[str, str], ...]]] = Counter()
         self._summary: Counter[str] = Counter()
         self._summary_since = self._clock.monotonic()
-        self._jobs_logged: Counter[str] = Counter()
+        self._jobs_logged: Counter[WorkerCount] = Counter()
         self._jobs_since = self._clock.monotonic()
 
     def start(self) -> None:
@@ -121,7 +128,7 @@ class LeaseKeeper:
         with self._lock:
             run = self._runs.get(job_id)
         if run is not None and run.lease.token < token:
-            self.count("cancels_heard", run=run)
+            self.count(WorkerCount.CANCELS_HEARD, run=run)
             run.renewing = False
             run.cancel(CancelReason.CANCELLED)
 
@@ -136,19 +143,24 @@ class LeaseKeeper:
         """A stage started or ended: the watcher recomputes when to wake."""
         self._watch_wake.set()
 
-    def count(self, name: str, n: int = 1, *, run: JobRun | None = None) -> None:
+    def count(self, name: WorkerCount, n: int = 1, *, run: JobRun | None = None) -> None:
         """Add to one of the worker's counters (and, for a run, to its kind's and labels')."""
         with self._lock:
             self.counters[name] += n
             if run is not None:
                 self.by_job[(name, run.lease.kind, run.label_items)] += n
 
-    def count_runs(self, name: str, runs: list[JobRun]) -> None:
+    def count_runs(self, name: WorkerCount, runs: list[JobRun]) -> None:
         """Add one per run to a counter, under one lock (a renewal batch of thousands)."""
         with self._lock:
             self.counters[name] += len(runs)
             for run in runs:
                 self.by_job[(name, run.lease.kind, run.label_items)] += 1
+
+    def totals(self) -> dict[str, int]:
+        """A copy of the worker's counters, by name (`Worker.stats`)."""
+        with self._lock:
+            return {name.value: n for name, n in self.counters.items()}
 
     def job_counts(self) -> JobCounts:
         """A copy of the per-kind-and-labels counters."""
@@ -199,23 +211,24 @@ class LeaseKeeper:
 
     def _renew(self, due: list[JobRun]) -> None:
         sent_at = self._clock.monotonic()
-        self.count("renewal_batches")
+        self.count(WorkerCount.RENEWAL_BATCHES)
         try:
-            result = self._ledger.extend_many([run.lease for run in due])
+            result = self._port.extend_many([run.lease for run in due])
         except (OwnershipUnknown, StoreUnavailable):
-            self.count_runs("extension_failures", due)  # each lease whose renewal failed
+            self.count_runs(WorkerCount.EXTENSION_FAILURES, due)  # each lease whose renewal failed
             self._summarise(failures=1)
             for run in due:
                 run.next_renewal = sent_at + min(_RETRY_SECONDS, run.job_class.heartbeat / 4)
             return
-        self.count_runs("heartbeats", [r for r in due if r.lease.job_id in result.renewed])
+        renewed = [r for r in due if r.lease.job_id in result.renewed]
+        self.count_runs(WorkerCount.HEARTBEATS, renewed)
         self._summarise(renewed=len(result.renewed), lost=len(result.lost))
         for run in due:
             if run.lease.job_id in result.renewed:
                 run.confirmed(sent_at, result.renewed[run.lease.job_id])
                 self._watch_wake.set()
             else:
-                self.count("leases_lost", run=run)
+                self.count(WorkerCount.LEASES_LOST, run=run)
                 run.trace.event("lease_lost", run.lease.token)
                 run.renewing = False
                 # Why it was lost (an operator's cancel, or another owner) takes a read: on
@@ -223,7 +236,7 @@ class LeaseKeeper:
                 self._settle.submit(self._lost, run)
 
     def _stop_lost(self, run: JobRun) -> None:
-        run.cancel(self._ledger.lost_reason(run.lease.job_id))
+        run.cancel(self._port.lost_reason(run.lease.job_id))
 
     def _summarise(self, **counts: int) -> None:
         """Add to the renewal summary; log it at INFO once `_SUMMARY_SECONDS` have passed."""
@@ -278,7 +291,7 @@ class LeaseKeeper:
         if deadline is not None:
             if now >= deadline:
                 run.stage_deadline = None
-                self.count("stage_timeouts", run=run)
+                self.count(WorkerCount.STAGE_TIMEOUTS, run=run)
                 run.cancel(CancelReason.STAGE_TIMEOUT)
                 self._settle.submit(self._on_stage_timeout, run)
             else:
@@ -286,7 +299,7 @@ class LeaseKeeper:
         if run.renewing and job_class.max_lease_lifetime is not None:
             end = run.started + job_class.max_lease_lifetime
             if now >= end:
-                self.count("max_lease_lifetime", run=run)
+                self.count(WorkerCount.MAX_LEASE_LIFETIME, run=run)
                 run.renewing = False
                 run.cancel(CancelReason.MAX_LEASE_LIFETIME)
                 self._settle.submit(self._on_lifetime, run)
@@ -296,8 +309,8 @@ class LeaseKeeper:
             if now >= run.confirmed_until:
                 # The lease may be gone by the database's clock: act as if it were, and keep
                 # probing (the renewer) so the database's answer is recorded when it comes.
-                self.count("leases_unconfirmed", run=run)
-                self._ledger.report_unconfirmed(run.lease, run.lease_until)
+                self.count(WorkerCount.LEASES_UNCONFIRMED, run=run)
+                self._port.report_unconfirmed(run.lease, run.lease_until)
                 run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             else:
                 ahead.append(run.confirmed_until)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from tenure.app import App
+from tenure.backoff import backoff_delay
 from tenure.errors import (
     JobCancelled,
     LeaseLost,
@@ -26,13 +26,13 @@ from tenure.errors import (
     StoreUnavailable,
     ToolOutcomeUnknown,
 )
-from tenure.ledger import Ledger, backoff_delay
+from tenure.port import LeasePort
 from tenure.runtime.committer import Committer
 from tenure.runtime.context import Suspended
 from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.run import JobRun, RunEnd, Write
 from tenure.runtime.threads import HandlerThreads
-from tenure.types import CancelReason, EventType, JobState
+from tenure.types import CancelReason, EventType, JobState, WorkerCount
 
 # Cancellations after which a returned result is still offered to the database to judge.
 _DATABASE_DECIDES = frozenset({CancelReason.LEASE_LOST, CancelReason.OWNERSHIP_UNKNOWN})
@@ -44,7 +44,7 @@ class Outcomes:
     def __init__(
         self,
         app: App,
-        ledger: Ledger,
+        port: LeasePort,
         keeper: LeaseKeeper,
         committer: Committer,
         threads: HandlerThreads,
@@ -52,7 +52,7 @@ class Outcomes:
         ended: Callable[[JobRun], None],
     ) -> None:
         self._app = app
-        self._ledger = ledger
+        self._port = port
         self._keeper = keeper
         self._committer = committer
         self._threads = threads
@@ -62,7 +62,7 @@ class Outcomes:
         # as it always did. Handing over let a busy process's committer take its next turn so
         # soon that three processes on one file no longer shared the jobs evenly (the fairness
         # test's spread 0.16-0.27 against at most 0.12; 0 of 4 runs passed, 4 of 4 with this).
-        self._hand_over = ledger.store.parallel_writes
+        self._hand_over = port.parallel_writes
 
     # -- a returned result -------------------------------------------------------------------
 
@@ -93,7 +93,7 @@ class Outcomes:
         """The committer's answer, on its thread: a published result ends the run here."""
         if error is None:
             run.outcome = RunEnd.SUCCEEDED
-            self._keeper.count(RunEnd.SUCCEEDED, run=run)
+            self._keeper.count(WorkerCount.SUCCEEDED, run=run)
             self._over(run)
             return
         self._threads.run(self._settle_answer, (run, result, error))
@@ -137,7 +137,7 @@ class Outcomes:
             self.fail(run, exc.error_document(self._app.keep_error_messages), retryable=False)
         elif isinstance(exc, ResumeRefused):
             run.log(logging.WARNING, "resume_refused", code=exc.code)
-            self._ledger.record(run.lease, EventType.RESUME_REFUSED, code=exc.code)
+            self._port.record(run.lease, EventType.RESUME_REFUSED, code=exc.code)
             # Like a NonRetryable's: the message (it may name documents) in the job's error.
             kept = self._app.keep_error_messages and exc.message
             self.fail(
@@ -146,7 +146,7 @@ class Outcomes:
                 retryable=False,
             )
         elif isinstance(exc, ToolOutcomeUnknown):
-            run.tool_outcome_unknown(self._ledger, "tool_error")
+            run.tool_outcome_unknown(self._port, "tool_error")
             self.fail(run, {"code": "tool_outcome_unknown"}, retryable=True)
         elif isinstance(exc, StoreUnavailable):
             # OwnershipUnknown from a write, or the database failing a read while we hold the
@@ -154,7 +154,7 @@ class Outcomes:
             run.cancel(CancelReason.OWNERSHIP_UNKNOWN)
             self.fail(run, {"code": "ownership_unknown"}, retryable=True)
         elif isinstance(exc, LeaseLost):
-            run.cancel(self._ledger.lost_reason(run.lease.job_id))
+            run.cancel(self._port.lost_reason(run.lease.job_id))
         elif isinstance(exc, StaleFence):
             self.refused(run, exc)
         else:
@@ -189,7 +189,7 @@ class Outcomes:
         retryable = retryable and run.lease.attempt < job_class.max_attempts
 
         def write(r: JobRun) -> JobState:
-            state = self._ledger.fail(
+            state = self._port.fail(
                 r.lease, error, retryable=retryable, retry_in=retry_in, token_floor=token_floor
             )
             r.log_failure(error, retried=state is JobState.QUEUED)
@@ -209,22 +209,22 @@ class Outcomes:
             try:
                 outcome = write(run)
             except LeaseLost:
-                self._keeper.count("results_rejected", run=run)
+                self._keeper.count(WorkerCount.RESULTS_REJECTED, run=run)
                 run.outcome = RunEnd.RESULT_REJECTED
                 run.trace.event("result_rejected", run.lease.token, action=action)
-                run.cancel(self._ledger.lost_reason(run.lease.job_id))
+                run.cancel(self._port.lost_reason(run.lease.job_id))
                 return
             except OwnershipUnknown:
                 if run.clock.monotonic() > deadline or self._hurry.is_set():
                     run.log(logging.WARNING, "outcome_unwritten", action=action)
                     return
-                time.sleep(0.1)
+                run.clock.sleep(0.1)
                 continue
             except StoreUnavailable:
                 run.log(logging.WARNING, "outcome_unwritten", action=action)
                 return
             run.outcome = action.end(outcome)
-            self._keeper.count(run.outcome, run=run)
+            self._keeper.count(WorkerCount(run.outcome), run=run)
             return
 
     # -- deadlines the lease keeper found ----------------------------------------------------
@@ -234,7 +234,7 @@ class Outcomes:
         code = "tool_outcome_unknown" if run.stage_is_effect else "stage_timeout"
         run.log(logging.WARNING, "stage_timeout", stage=run.stage_name, code=code)
         if run.stage_is_effect:
-            run.tool_outcome_unknown(self._ledger, "stage_timeout")
+            run.tool_outcome_unknown(self._port, "stage_timeout")
         self.fail(run, {"code": code, "stage": run.stage_name}, retryable=True)
         self._ended(run)
 

@@ -18,8 +18,8 @@ from typing import Any
 from tenure.app import JobClass
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StoreUnavailable
-from tenure.ledger import Ledger
 from tenure.logs import emit
+from tenure.port import LeasePort
 from tenure.runtime.evidence import NO_RULES, EvidenceRules
 from tenure.tracing import NO_TRACE, AttemptTrace
 from tenure.types import CancelReason, EventType, JobState, Lease
@@ -162,7 +162,7 @@ class JobRun:
         """True once someone wrote (or gave up writing) the run's outcome."""
         return self._finished
 
-    def tool_outcome_unknown(self, ledger: Ledger, cause: str) -> None:
+    def tool_outcome_unknown(self, port: LeasePort, cause: str) -> None:
         """Invariant 7: a tool whose outcome is unknown is its own event, with the job, token,
         last confirmed lease end, the effect and a request id (retry only with the same key)."""
         detail = {
@@ -174,7 +174,7 @@ class JobRun:
         self.log(logging.WARNING, "tool_outcome_unknown", **detail)
         # Logged above already; if the database is away, the retry's error code says it too.
         with contextlib.suppress(StoreUnavailable):
-            ledger.record(self.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
+            port.record(self.lease, EventType.TOOL_OUTCOME_UNKNOWN, **detail)
 
     # -- cancellation ------------------------------------------------------------------------
 

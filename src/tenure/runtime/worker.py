@@ -24,7 +24,6 @@ import random
 import signal
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +33,9 @@ from tenure import tracing
 from tenure.app import App
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import JobCancelled, StoreUnavailable, TenureError
-from tenure.ledger import Ledger, pinned_variants
+from tenure.ledger import Ledger, lease_port, pinned_variants
 from tenure.logs import emit
+from tenure.port import LeasePort
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import Suspended
@@ -47,7 +47,7 @@ from tenure.runtime.outcomes import Outcomes
 from tenure.runtime.run import JobRun, Write
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads, join_thread
-from tenure.types import CancelReason, Lease
+from tenure.types import CancelReason, Lease, WorkerCount
 
 log = logging.getLogger("tenure.worker")
 
@@ -64,6 +64,7 @@ class _Running:
     """What `start()` made and `stop()` takes down, in one place."""
 
     ledger: Ledger
+    port: LeasePort
     keeper: LeaseKeeper
     committer: Committer
     outcomes: Outcomes
@@ -154,8 +155,9 @@ class Worker:
             int(self.app.connect_options.get("pool_size", 4)), min(self.concurrency, 32) + 4
         )
         ledger = self.app.connect(self._url, pool_size=pool_size)
+        port = lease_port(ledger)
         keeper = LeaseKeeper(
-            ledger,
+            port,
             supervisor=self._supervisor,
             on_stage_timeout=self._stage_timed_out,
             on_lifetime=self._lifetime_reached,
@@ -163,17 +165,17 @@ class Worker:
         )
         # With one lease length among its kinds, the committer's statements claim as well.
         claimer = self if len(self._lease_groups()) == 1 else None
-        committer = Committer(ledger, self._supervisor, claimer, self.clock)
+        committer = Committer(port, self._supervisor, claimer, self.clock)
         loop = None
         if any(self.app.job_classes[k].is_async for k in self.kinds):
             loop = asyncio.new_event_loop()
         outcomes = Outcomes(
-            self.app, ledger, keeper, committer, self._threads, self._hurry, self._ended
+            self.app, port, keeper, committer, self._threads, self._hurry, self._ended
         )
-        self._live = _Running(ledger, keeper, committer, outcomes, loop)
+        self._live = _Running(ledger, port, keeper, committer, outcomes, loop)
         keeper.start()
         committer.start()
-        self._live.stop_listening = ledger.on_claimable(self._on_claimable, keeper.cancelled)
+        self._live.stop_listening = port.on_claimable(self._on_claimable, keeper.cancelled)
         if loop is not None:
             self._live.loop_thread = self._supervisor.spawn("async", loop.run_forever)
         self._live.claim_thread = self._supervisor.spawn("claim", self._claim_loop)
@@ -182,7 +184,7 @@ class Worker:
             logging.INFO,
             "worker_started",
             worker=self.worker_id,
-            database=ledger.store.where,
+            database=port.where,
             concurrency=self.concurrency,
             kinds=",".join(self.kinds),
         )
@@ -211,7 +213,7 @@ class Worker:
 
     def _start_when_available(self) -> bool:
         """`start()`, tried again while the database is unavailable; False when stopped first."""
-        failures = FailureRun("start", self.worker_id)
+        failures = FailureRun("start", self.worker_id, self.clock)
         while not self._stop_requested.is_set():
             try:
                 self.start()
@@ -253,13 +255,15 @@ class Worker:
             if live.stop_listening is not None:
                 live.stop_listening()
             join_thread(live.claim_thread)
-            deadline = time.monotonic() + (self.grace if grace is None else grace)
-            while self._active() and time.monotonic() < deadline and not self._hurry.is_set():
-                self._slot_freed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            deadline = self.clock.monotonic() + (self.grace if grace is None else grace)
+            while self._active() and self.clock.monotonic() < deadline and not self._hurry.is_set():
+                self.clock.wait(
+                    self._slot_freed, min(0.05, max(0.0, deadline - self.clock.monotonic()))
+                )
                 self._slot_freed.clear()
             for run in self._active():
                 run.cancel(CancelReason.SHUTDOWN)
-                live.outcomes.finish(run, Write.RELEASE, lambda r: live.ledger.release(r.lease))
+                live.outcomes.finish(run, Write.RELEASE, lambda r: live.port.release(r.lease))
             live.committer.stop()
             self._threads.stop()
             live.keeper.stop()
@@ -297,7 +301,7 @@ class Worker:
         live = self._live
         if live is None:
             return {}
-        return {**live.keeper.counters, "commit_batches": live.committer.batches}
+        return {**live.keeper.totals(), "commit_batches": live.committer.batches}
 
     @property
     def running(self) -> int:
@@ -314,8 +318,8 @@ class Worker:
             raise TenureError("the worker is not started: call start() or run()")
         return self._live
 
-    def _ledger(self) -> Ledger:
-        return self._state().ledger
+    def _port(self) -> LeasePort:
+        return self._state().port
 
     def _active(self) -> list[JobRun]:
         with self._runs_lock:
@@ -350,7 +354,7 @@ class Worker:
         """Whether the committer's statements claim too. Under concurrency limits claims take
         the serialised path of the claim loop."""
         return not (
-            self._stopping.is_set() or self._kind_limits or self._ledger().has_tenant_limits()
+            self._stopping.is_set() or self._kind_limits or self._port().has_tenant_limits()
         )
 
     def reserve_claim(self) -> ClaimSpec | None:
@@ -392,7 +396,7 @@ class Worker:
         groups = self._lease_groups()
         gather = max(1, self.concurrency // 2)
         committer = self._state().committer
-        failures = FailureRun("claim", self.worker_id)
+        failures = FailureRun("claim", self.worker_id, self.clock)
         while not self._stopping.is_set():
             free = self._free_slots()
             if free <= 0:
@@ -427,9 +431,9 @@ class Worker:
 
     def _gather(self, free: int, enough: int) -> int:
         """Wait up to _GATHER_WAIT for `enough` free slots; return how many are free."""
-        deadline = time.monotonic() + _GATHER_WAIT
+        deadline = self.clock.monotonic() + _GATHER_WAIT
         while free < enough and not self._stopping.is_set():
-            left = deadline - time.monotonic()
+            left = deadline - self.clock.monotonic()
             if left <= 0:
                 break
             self._slot_freed.wait(left)
@@ -452,7 +456,7 @@ class Worker:
                 break
             try:
                 sent_at = self.clock.monotonic()
-                leases = self._ledger().claim_many(
+                leases = self._port().claim_many(
                     self.worker_id,
                     limit=granted,
                     kinds=kinds,
@@ -474,7 +478,7 @@ class Worker:
         with self._runs_lock:
             self._runs[lease.job_id] = run
         keeper = self._state().keeper
-        keeper.count("claimed", run=run)
+        keeper.count(WorkerCount.CLAIMED, run=run)
         keeper.track(run)
         self._threads.run(self._execute, run)
 
@@ -496,7 +500,7 @@ class Worker:
         handed_over = False
         try:
             with run.trace.active():
-                ctx = open_context(run, live.ledger, live.keeper, self.app.checkpoint_migrations)
+                ctx = open_context(run, live.port, live.keeper, self.app.checkpoint_migrations)
                 result = call_handler(run, ctx, live.loop)
             run.handler_returned = True
             self._free_slot()
@@ -527,7 +531,7 @@ class Worker:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
         self._free_slot()
-        if self._kind_limits or self._ledger().has_tenant_limits():
+        if self._kind_limits or self._port().has_tenant_limits():
             # Room under a limit is not announced by NOTIFY: look again at once.
             self._wake.set()
 

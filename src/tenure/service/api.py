@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from tenure.clock import Clock
 from tenure.errors import JobNotFound
 from tenure.ledger import MAX_LIST_LIMIT, Ledger, Principal, await_end
 from tenure.service.auth import Caller, ledger_of, settings_of
@@ -70,17 +70,12 @@ def submit(
     tenant = body.tenant or caller.submits_as
     if not caller.may_see(tenant):
         raise ApiError(403, "forbidden", "a tenant key submits to its own tenant only")
-    job_id, created = ledger.submit_or_find(
-        body.kind,
-        body.payload,
-        idempotency_key=body.idempotency_key or idempotency_key,
+    options = body.options(
         tenant=tenant,
-        max_attempts=body.max_attempts,
-        priority=body.priority,
-        labels=body.labels,
+        idempotency_key=body.idempotency_key or idempotency_key,
         traceparent=traceparent,
-        principal=body.principal,
     )
+    job_id, created = ledger.submit_or_find(body.kind, body.payload, options)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if created:
         return JobRef(id=job_id, state=JobState.QUEUED)
@@ -125,7 +120,8 @@ async def get_job(
     waiting request costs no database statement while it waits; a tenant may hold
     `--max-waits-per-tenant` of them at once (past that, 429 with Retry-After)."""
     ledger = ledger_of(request)
-    deadline = time.monotonic() + min(wait, settings_of(request).max_wait_seconds)
+    clock: Clock = request.app.state.clock  # create_app's (a test's FakeClock, or the system's)
+    deadline = clock.monotonic() + min(wait, settings_of(request).max_wait_seconds)
     if wait <= 0:
         return JobOut.model_validate(await run_in_threadpool(visible_job, ledger, caller, job_id))
     try:
@@ -137,11 +133,11 @@ async def get_job(
         return await run_in_threadpool(visible_job, ledger, caller, job_id)
 
     long_polls: LongPolls = request.app.state.long_polls
-    remaining = deadline - time.monotonic()
+    remaining = deadline - clock.monotonic()
     # The watch starts before the first read (inside await_end): an end between them is
     # not missed. The first read answers 404 and a job that has already ended.
     with long_polls.held(caller.tenant, retry_after=remaining):
-        ended = await await_end(ledger.ended, job_id, read, remaining, stop=request.is_disconnected)
+        ended = await await_end(ledger, job_id, read, remaining, stop=request.is_disconnected)
     return JobOut.model_validate(ended)
 
 

@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
 from tenure._version import __version__
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.ledger import Ledger
 from tenure.pages import dashboard_page
 from tenure.service import api, errors, health, lives, rollouts
@@ -17,8 +18,11 @@ from tenure.service.settings import ServiceSettings
 from tenure.service.waiting import LongPolls
 
 
-def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIApp:
-    """The service over an open ledger (the caller closes it). Limits wrap everything."""
+def create_app(
+    ledger: Ledger, settings: ServiceSettings | None = None, clock: Clock = SYSTEM_CLOCK
+) -> ASGIApp:
+    """The service over an open ledger (the caller closes it). Limits wrap everything; `clock`
+    times the long polls' waits (the database's clock decides every lease)."""
     settings = settings or ServiceSettings()
     app = FastAPI(
         title="tenure",
@@ -28,6 +32,7 @@ def create_app(ledger: Ledger, settings: ServiceSettings | None = None) -> ASGIA
     )
     app.state.ledger = ledger
     app.state.settings = settings
+    app.state.clock = clock
     app.state.long_polls = LongPolls(settings.max_waits_per_tenant)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(ledger, by_tenant=settings.metrics_by_tenant))

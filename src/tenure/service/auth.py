@@ -28,7 +28,7 @@ def settings_of(request: Request) -> ServiceSettings:
 
 async def identify(ledger: Ledger, settings: ServiceSettings, key: str) -> Principal | None:
     """The principal a presented key stands for, or None."""
-    return await run_in_threadpool(ledger.identify, key, settings.admin_key_sha256)
+    return await run_in_threadpool(ledger.operations.identify, key, settings.admin_key_sha256)
 
 
 async def principal(

@@ -28,10 +28,10 @@ def healthz() -> Health:
 
 def _readiness(ledger: Ledger) -> Readiness:
     now = ledger.now()
-    refusal = ledger.store.write_refusal()
+    refusal = ledger.operations.write_refusal()
     if refusal is not None:
         return Readiness(status="unavailable", reason=f"database refuses writes: {refusal}")
-    figures = ledger.queue_figures()
+    figures = ledger.operations.queue_figures()
     ages = [f.oldest_due_age for f in figures if f.oldest_due_age is not None]
     return Readiness(
         status="ready",

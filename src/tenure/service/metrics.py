@@ -22,9 +22,14 @@ from tenure import labels as label_rules
 from tenure.errors import StoreUnavailable
 from tenure.labels import Declared, JobCounts
 from tenure.ledger import Ledger
-from tenure.storage.base import EventTotals, OverdueStages, QueueFigure
-from tenure.storage.evidence import RetrievalTotals
-from tenure.types import JobState
+from tenure.types import (
+    EventTotals,
+    JobState,
+    OverdueStages,
+    QueueFigure,
+    RetrievalTotals,
+    WorkerCount,
+)
 
 
 class ClaimLatency(Protocol):
@@ -123,11 +128,11 @@ class DatabaseCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("tenure_database_up", "1 if the last scrape reached the database")
         try:
-            figures = self.ledger.queue_figures(self.by_tenant)
-            totals = self.ledger.event_totals(self.by_tenant)
-            overdue = self.ledger.overdue_stages(self.by_tenant)
-            declared = self.ledger.declared_labels()
-            retrievals = self.ledger.retrieval_totals()
+            figures = self.ledger.operations.queue_figures(self.by_tenant)
+            totals = self.ledger.operations.event_totals(self.by_tenant)
+            overdue = self.ledger.operations.overdue_stages(self.by_tenant)
+            declared = self.ledger.operations.declared_labels()
+            retrievals = self.ledger.operations.retrieval_totals()
         except StoreUnavailable:
             up.add_metric([], 0)
             yield up
@@ -262,13 +267,7 @@ def _family(
 
 # Worker counters of what happened to jobs: by kind and labels. The others (statements made)
 # are the worker's alone.
-_PER_JOB = frozenset(
-    {
-        "claimed", "succeeded", "failed", "retried", "released", "heartbeats",
-        "extension_failures", "leases_lost", "leases_unconfirmed", "stage_timeouts",
-        "max_lease_lifetime", "cancels_heard", "steps_in_doubt", "results_rejected",
-    }
-)  # fmt: skip
+_PER_JOB = frozenset(count for count in WorkerCount if count.per_job)
 
 
 class WorkerCollector(Collector):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from tenure.evidence import MAX_PRINCIPAL_LENGTH
+from tenure.options import SUBMIT_OPTION_NAMES, SubmitOptions
 from tenure.types import JobState
 from tenure.validation import (
     INT32_MAX,
@@ -16,6 +17,7 @@ from tenure.validation import (
     MAX_READABLE_DEPTH,
     json_depth_exceeds,
 )
+from tenure.wait_state import WaitState
 
 
 def readable(value: Any) -> Any:
@@ -57,12 +59,23 @@ class SubmitRequest(BaseModel):
         "understand it; no control characters",
     )
 
+    def options(self, **decided: Any) -> SubmitOptions:
+        """The body's submit options (each field of both, by its name), with what the request
+        decided besides the body (the tenant, the key, the trace) over them."""
+        named = {name: getattr(self, name) for name in SUBMIT_OPTION_NAMES & self.model_fields_set}
+        return SubmitOptions(**{**named, **decided})
+
 
 class JobRef(BaseModel):
     """A job's id and state: the answer to submit, cancel and requeue."""
 
     id: str
     state: JobState
+
+
+def _wait_document(wait: object) -> object:
+    """A job's typed wait as the document the database keeps (the wire's shape)."""
+    return dict(wait.document) if isinstance(wait, WaitState) else wait
 
 
 class JobOut(BaseModel):
@@ -76,7 +89,8 @@ class JobOut(BaseModel):
     state: JobState
     owner_id: str | None
     lease_until: datetime | None
-    fencing_token: int
+    # The wire keeps its name: `Job.token` in Python.
+    fencing_token: int = Field(validation_alias=AliasChoices("token", "fencing_token"))
     heartbeat_at: datetime | None
     attempt: int
     max_attempts: int
@@ -92,7 +106,7 @@ class JobOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     parent_id: str | None = None
-    wait: dict[str, Any] | None = None
+    wait: Annotated[dict[str, Any] | None, BeforeValidator(_wait_document)] = None
     variant: str | None = None
     labels: dict[str, str] | None = None
     traceparent: str | None = None

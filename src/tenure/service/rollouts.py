@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["rollouts"])
 def list_rollouts(request: Request, caller: Caller) -> RolloutList:
     """Every rollout for the admin key; for a tenant key, those that reach its jobs, compared
     over its own jobs."""
-    statuses = ledger_of(request).rollout_statuses(caller.tenant)
+    statuses = ledger_of(request).operations.rollout_statuses(caller.tenant)
     return RolloutList(rollouts=[_out(status, caller) for status in statuses])
 
 

@@ -5,12 +5,21 @@ from __future__ import annotations
 import os
 
 from tenure.errors import UnsupportedDatabase
-from tenure.storage.base import FenceRecord, FenceStore, FenceTx, KeyedJob, NewJob, Store
+from tenure.storage.base import (
+    FenceRecord,
+    FenceStatus,
+    FenceStore,
+    FenceTx,
+    KeyedJob,
+    NewJob,
+    Store,
+)
 from tenure.storage.migrate import FENCES
 
 __all__ = [
     "FENCES",
     "FenceRecord",
+    "FenceStatus",
     "FenceStore",
     "FenceTx",
     "KeyedJob",

@@ -9,6 +9,7 @@ the ledger. `storage.sql.SqlStore` implements the half that both SQL dialects sh
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -21,14 +22,19 @@ from tenure.storage.waits import SignalOutcome
 from tenure.types import (
     JSON,
     Event,
+    EventTotals,
+    EventType,
     Job,
     JobState,
     Lease,
+    OverdueStages,
     PurgeBatch,
+    QueueFigure,
     Rollout,
     RolloutJob,
     Stage,
     StageKind,
+    TenantRecord,
 )
 from tenure.waits import WaitOutcome, WaitRequest
 
@@ -100,12 +106,19 @@ class KeyedJob:
     payload_sha256: str
 
 
+class FenceStatus(enum.StrEnum):
+    """A receiver's command for one key: running (or its receiver died), or done (stored)."""
+
+    RUNNING = "running"
+    DONE = "done"
+
+
 @dataclass(frozen=True, slots=True)
 class FenceRecord:
     """What a receiver holds for one idempotency key."""
 
-    status: str  # running | done
-    fence: int
+    status: FenceStatus
+    token: int
     result: JSON
     age_seconds: float
 
@@ -118,60 +131,6 @@ class ApiKeyRecord:
     tenant: str
     key_sha256: str
     revoked: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TenantRecord:
-    """A tenant and how many of its keys are live."""
-
-    name: str
-    created_at: datetime
-    active_keys: int
-    revoked_keys: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueFigure:
-    """Jobs of one kind (and tenant, when asked) in one state, with their lease figures.
-
-    Ages are seconds by the database's clock; None where no job of the group has one.
-    """
-
-    kind: str
-    tenant: str | None
-    labels: dict[str, str] | None
-    state: JobState
-    jobs: int
-    expired_leases: int
-    oldest_heartbeat_age: float | None
-    least_lease_remaining: float | None
-    oldest_due_age: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class EventTotals:
-    """How many recovery events the jobs of one kind (and tenant) have recorded."""
-
-    kind: str
-    tenant: str | None
-    labels: dict[str, str] | None
-    leases_expired: int
-    jobs_reclaimed: int
-    extension_failures: int
-    results_rejected: int
-    steps_in_doubt: int
-    ownership_unknown: int
-
-
-@dataclass(frozen=True, slots=True)
-class OverdueStages:
-    """Steps and effects running past their stage timeout, of one kind (and tenant, labels)."""
-
-    kind: str
-    tenant: str | None
-    labels: dict[str, str] | None
-    stages: int
-    most_overdue_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +184,7 @@ class PurgeStep:
 class FenceHighest:
     """A scope's highest accepted fence and the claim that sent it (None: not known)."""
 
-    fence: int
+    token: int
     holder: str | None
 
 
@@ -240,11 +199,11 @@ class FenceTx(Protocol):
         """The record of `key` in `scope`, locked."""
         ...
 
-    def begin(self, key: str, scope: str, fence: int) -> None:
+    def begin(self, key: str, scope: str, token: int) -> None:
         """Mark `key` as running under `fence`."""
         ...
 
-    def raise_highest(self, scope: str, fence: int, holder: str | None) -> None:
+    def raise_highest(self, scope: str, token: int, holder: str | None) -> None:
         """highest := max(highest, fence); the holder is `holder` when the fence is higher, and
         bound to it when equal and none was known."""
         ...
@@ -325,7 +284,12 @@ class JobStore(Protocol):
         ...
 
     def record_event(
-        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+        self,
+        job_id: str,
+        type: EventType,
+        token: int | None,
+        owner_id: str | None,
+        detail_json: str,
     ) -> bool:
         """Append an event in its own transaction; False if the job does not exist."""
         ...
@@ -554,11 +518,11 @@ class FenceStore(DatabaseStore, Protocol):
         """One transaction for a fence decision (check and record together)."""
         ...
 
-    def fence_finish(self, scope: str, key: str, fence: int, result_json: str) -> bool:
+    def fence_finish(self, scope: str, key: str, token: int, result_json: str) -> bool:
         """Store the result of a running key; False if it is no longer ours."""
         ...
 
-    def fence_forget(self, scope: str, key: str, fence: int) -> None:
+    def fence_forget(self, scope: str, key: str, token: int) -> None:
         """Drop a running key whose function failed: nothing is stored."""
         ...
 

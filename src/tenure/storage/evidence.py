@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tenure.evidence import Evidence
-from tenure.types import JSON, Lease
+from tenure.types import JSON, Lease, RetrievalTotals
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,17 +29,6 @@ class CachedRetrieval:
     retriever: str
     refs_json: str
     ttl_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class RetrievalTotals:
-    """One retriever's lookups since the events began: cache hits, misses (a search ran), and
-    refs its recheck dropped."""
-
-    retriever: str
-    hits: int
-    misses: int
-    dropped: int
 
 
 class EvidenceStore(Protocol):

@@ -3,8 +3,8 @@
 One numbered sequence holds two tracks: the fence receiver's tables (`FENCES`: files named
 `NNNN_fence…`, touching only `tenure_fence_*`) and the ledger's (every other file, never touching
 them). A `FenceGuard` applies the fence track alone; a ledger applies both. Because the tracks
-share no table, applying one before the other gives the same schema (tests/test_migrations.py
-checks that the files keep to their track).
+share no table, applying one before the other gives the same schema
+(tests/integration/test_migrations.py checks that the files keep to their track).
 """
 
 from __future__ import annotations

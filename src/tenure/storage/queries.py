@@ -3,7 +3,7 @@ aggregate (jobs, leases, stages, waits, fences, tenants, retention, rollouts, ev
 
 A block is named after the store method that runs it; a method of several statements names
 its further steps `method__step`. A block that writes for a lease carries a `-- guard: lease`
-line: `tests/test_queries.py` checks that each such block says the whole fence predicate and
+line: `tests/unit/test_queries.py` checks that each such block says the whole fence predicate and
 that both dialects guard the same methods.
 """
 

@@ -11,24 +11,26 @@ from typing import Any, Protocol
 
 from tenure.storage.base import (
     ApiKeyRecord,
-    EventTotals,
     FenceRecord,
+    FenceStatus,
     NewSignal,
-    OverdueStages,
-    QueueFigure,
     StageStart,
-    TenantRecord,
 )
 from tenure.types import (
     Event,
+    EventTotals,
     EventType,
     Job,
     JobState,
     Lease,
+    OverdueStages,
+    QueueFigure,
     Stage,
     StageKind,
     StageStatus,
+    TenantRecord,
 )
+from tenure.wait_state import WaitState
 
 
 class Row(Protocol):
@@ -87,9 +89,11 @@ def stage_params(stage: StageStart) -> dict[str, Any]:
     }
 
 
-def started_event(stage: StageStart) -> str:
+def started_event(stage: StageStart) -> EventType:
     """The event a started stage writes."""
-    return "tool_request_started" if stage.kind is StageKind.EFFECT else "step_started"
+    if stage.kind is StageKind.EFFECT:
+        return EventType.TOOL_REQUEST_STARTED
+    return EventType.STEP_STARTED
 
 
 def job_from_row(row: Row, decode: Decoder) -> Job:
@@ -105,7 +109,7 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         state=JobState(row["state"]),
         owner_id=row["owner_id"],
         lease_until=maybe_time(row["lease_until"]),
-        fencing_token=int(row["fencing_token"]),
+        token=int(row["fencing_token"]),
         heartbeat_at=maybe_time(row["heartbeat_at"]),
         attempt=int(row["attempt"]),
         max_attempts=int(row["max_attempts"]),
@@ -121,7 +125,7 @@ def job_from_row(row: Row, decode: Decoder) -> Job:
         created_at=decode.time(row["created_at"]),
         updated_at=decode.time(row["updated_at"]),
         parent_id=None if row["parent_id"] is None else str(row["parent_id"]),
-        wait=decode.json(row["wait"]),
+        wait=WaitState.parse(decode.json(row["wait"])),
         variant=row["variant"],
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
@@ -146,7 +150,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         payload=decode.json(row["payload"]),
         step=int(row["step"]),
         checkpoint=decode.json(row["checkpoint"]),
-        wait=decode.json(row["wait"]),
+        wait=WaitState.parse(decode.json(row["wait"])),
         variant=row["variant"],
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
@@ -187,8 +191,8 @@ def stage_from_row(row: Row, decode: Decoder) -> Stage:
 def fence_record_from_row(row: Row, decode: Decoder) -> FenceRecord:
     """A `FenceRecord` from a row of the `fence_get`/`fence_lookup` queries."""
     return FenceRecord(
-        status=row["status"],
-        fence=int(row["fence"]),
+        status=FenceStatus(row["status"]),
+        token=int(row["fence"]),
         result=decode.json(row["result"]),
         age_seconds=float(row["age"]),
     )

@@ -22,14 +22,10 @@ from tenure.storage.base import (
     NOTHING_TO_PUBLISH,
     ApiKeyRecord,
     ClaimRequest,
-    EventTotals,
     FenceHighest,
     FenceRecord,
     KeyedJob,
-    OverdueStages,
-    QueueFigure,
     Store,
-    TenantRecord,
 )
 from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
 from tenure.storage.rows import (
@@ -47,9 +43,33 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
-from tenure.storage.waits import decide, wait_document, waited_event
-from tenure.types import JSON, Event, Job, JobState, Lease, Rollout, RolloutJob, Stage
-from tenure.waits import ChildEnd, WaitFor, WaitOutcome, WaitRequest, record_of
+from tenure.types import (
+    JSON,
+    Event,
+    EventTotals,
+    EventType,
+    Job,
+    JobState,
+    Lease,
+    OnTrip,
+    OverdueStages,
+    QueueFigure,
+    Rollout,
+    RolloutJob,
+    RolloutState,
+    Stage,
+    TenantRecord,
+)
+from tenure.wait_state import WaitFor
+from tenure.waits import (
+    ChildEnd,
+    WaitOutcome,
+    WaitRequest,
+    decide,
+    record_of,
+    wait_document,
+    waited_event,
+)
 
 Params = Mapping[str, Any]
 
@@ -173,8 +193,8 @@ class SqlStore(SqlEvidence, Store, ABC):
                 max_failure_rate=row["max_failure_rate"],
                 max_cost_ratio=row["max_cost_ratio"],
                 min_jobs=int(row["min_jobs"]),
-                on_trip=row["on_trip"],
-                state=row["state"],
+                on_trip=OnTrip(row["on_trip"]),
+                state=RolloutState(row["state"]),
                 started_at=self.decode.time(row["started_at"]),
                 tripped_at=None
                 if row["tripped_at"] is None
@@ -235,7 +255,7 @@ class SqlStore(SqlEvidence, Store, ABC):
                 children = [
                     ChildEnd(
                         id=str(row["id"]),
-                        state=row["state"],
+                        state=JobState(row["state"]),
                         result=self.decode.json(row["result"]),
                         error=self.decode.json(row["error"]),
                     )
@@ -330,7 +350,12 @@ class SqlStore(SqlEvidence, Store, ABC):
         return [stage_from_row(row, self.decode) for row in rows]
 
     def record_event(
-        self, job_id: str, type: str, token: int | None, owner_id: str | None, detail_json: str
+        self,
+        job_id: str,
+        type: EventType,
+        token: int | None,
+        owner_id: str | None,
+        detail_json: str,
     ) -> bool:
         """Append an event in its own transaction; False if the job does not exist."""
         params = {
@@ -396,14 +421,14 @@ class SqlStore(SqlEvidence, Store, ABC):
         with self._transaction() as tx:
             yield SqlFenceTx(tx, self.decode)
 
-    def fence_finish(self, scope: str, key: str, fence: int, result_json: str) -> bool:
+    def fence_finish(self, scope: str, key: str, token: int, result_json: str) -> bool:
         """Store the result of a running key; False if it is no longer ours."""
-        params = {"scope": scope, "key": key, "fence": fence, "result": result_json}
+        params = {"scope": scope, "key": key, "fence": token, "result": result_json}
         return bool(self._write_rows("fence_finish", params))
 
-    def fence_forget(self, scope: str, key: str, fence: int) -> None:
+    def fence_forget(self, scope: str, key: str, token: int) -> None:
         """Drop a running key whose function failed."""
-        self._write_rows("fence_forget", {"scope": scope, "key": key, "fence": fence})
+        self._write_rows("fence_forget", {"scope": scope, "key": key, "fence": token})
 
     def fence_lookup(self, key: str, scope: str | None) -> FenceRecord | None:
         """The record of `key` in `scope` (None: the newest in any scope), without locking."""
@@ -429,13 +454,13 @@ class SqlFenceTx:
         rows = self._tx.rows("fence_get", {"scope": scope, "key": key})
         return fence_record_from_row(rows[0], self._decode) if rows else None
 
-    def begin(self, key: str, scope: str, fence: int) -> None:
+    def begin(self, key: str, scope: str, token: int) -> None:
         """Mark `key` as running under `fence`."""
-        self._tx.rows("fence_begin", {"key": key, "scope": scope, "fence": fence})
+        self._tx.rows("fence_begin", {"key": key, "scope": scope, "fence": token})
 
-    def raise_highest(self, scope: str, fence: int, holder: str | None) -> None:
+    def raise_highest(self, scope: str, token: int, holder: str | None) -> None:
         """highest := max(highest, fence), with its holder (see `FenceTx.raise_highest`)."""
-        params = {"scope": scope, "fence": fence, "holder": holder}
+        params = {"scope": scope, "fence": token, "holder": holder}
         self._tx.rows("fence_raise_highest", params)
 
 

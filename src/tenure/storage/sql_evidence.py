@@ -12,10 +12,9 @@ from tenure.storage.evidence import (
     CachedRetrieval,
     EvidenceStore,
     NewEvidence,
-    RetrievalTotals,
 )
 from tenure.storage.rows import Decoder, Row, held_by
-from tenure.types import Lease
+from tenure.types import Lease, RetrievalTotals
 
 
 class SqlEvidence(EvidenceStore, ABC):

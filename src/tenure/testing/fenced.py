@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tenure.errors import StaleFence, StoreUnavailable, TenureError, error_body
+from tenure.fence import headers, raise_for_refusal
+from tenure.types import Effect
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +26,7 @@ class FencedCommand:
 
     path: str
     scope: str
-    fence: int
+    token: int
     key: str
     claim: str | None
     body: dict[str, Any]
@@ -32,7 +36,7 @@ def refusal(command: FencedCommand, exc: StaleFence) -> tuple[int, dict[str, Any
     """The answer to a refused command (`StaleFence` or `FenceConflict`), as `FenceMiddleware`
     gives it: 409 with the code, the scope, the fence and the receiver's highest token."""
     body = error_body(
-        exc.error_code, str(exc), scope=command.scope, fence=command.fence, highest=exc.highest
+        exc.error_code, str(exc), scope=command.scope, fence=command.token, highest=exc.highest
     )
     return exc.http_status, body
 
@@ -82,3 +86,22 @@ class FencedServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+def post_fenced(url: str, fx: Effect, body: dict[str, Any], key: str | None = None) -> Any:
+    """POST `body` to a fenced receiver on loopback with the effect's headers (its key, or
+    `key`; its token, scope and claim); its JSON answer. A refusal is `StaleFence` (or
+    `FenceConflict`) with the receiver's highest token, for the worker to floor the job at."""
+    sent = {**headers(fx), **({"Idempotency-Key": key} if key else {})}
+    request = urllib.request.Request(  # noqa: S310 - the demo's or the harness's receiver
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **sent},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise_for_refusal(exc.code, exc.read())
+        raise

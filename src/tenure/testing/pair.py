@@ -21,10 +21,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import TenureError
 from tenure.testing.proxy import TcpProxy
 
@@ -130,7 +130,8 @@ class Node:
 
 class ReplicaPair:
     """One primary and `standbys` streaming standbys (one by default, none for a lone server);
-    synchronous or asynchronous."""
+    synchronous or asynchronous. `clock` times the waits for the servers (replay, streaming,
+    recovery's end, a killed server gone)."""
 
     def __init__(
         self,
@@ -138,7 +139,9 @@ class ReplicaPair:
         synchronous: bool,
         bindir: Path | None = None,
         standbys: int = 1,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         # A folder of its own under the system's temporary folder: the server's user must be
         # able to reach it, and a test's tmp_path sits below a folder only its owner enters.
         self.folder = Path(tempfile.mkdtemp(prefix="tenure-pair-"))
@@ -213,8 +216,8 @@ class ReplicaPair:
             for child in [pid, *_children(pid)]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGKILL)
-            _wait_gone(pid)
-        _wait_port_closed(node.port)
+            _wait_gone(pid, clock=self.clock)
+        _wait_port_closed(node.port, clock=self.clock)
 
     def stop_primary(self) -> None:
         """A clean shutdown (a switchover): the standby receives all WAL before it ends."""
@@ -253,12 +256,12 @@ class ReplicaPair:
     def wait_replayed(self, timeout: float = 30.0, node: Node | None = None) -> None:
         """Until the standby (or `node`) has replayed everything the primary has written."""
         target = self.sql(self.primary, "SELECT pg_current_wal_lsn()")
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         check = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
         while self.sql(node or self.standby, check) != "t":
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise PairError(f"the standby did not replay up to {target} in {timeout}s")
-            time.sleep(0.05)
+            self.clock.sleep(0.05)
 
     # -- backups and restores --------------------------------------------------------------
 
@@ -456,23 +459,23 @@ class ReplicaPair:
         self.sql(node, "SELECT pg_reload_conf()")
 
     def _wait_streaming(self, primary: Node, standby: Node, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         query = (
             "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' "
             f"AND application_name = 'node_{standby.name}'"
         )
         while int(self.sql(primary, query)) < 1:
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise PairError(f"{standby.name} did not stream from {primary.name} in {timeout}s")
-            time.sleep(0.05)
+            self.clock.sleep(0.05)
 
     def _wait_writable(self, node: Node, timeout: float = 60.0) -> None:
         """Until the node has ended its recovery and accepts writes."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         while self.sql(node, "SELECT pg_is_in_recovery()") != "f":
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise PairError(f"{node.name} was still in recovery after {timeout}s")
-            time.sleep(0.05)
+            self.clock.sleep(0.05)
 
     def _postmaster_pid(self, node: Node) -> int | None:
         """The node's running postmaster (None if none runs: a killed server leaves its pid
@@ -523,19 +526,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _wait_gone(pid: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+def _wait_gone(pid: int, timeout: float = 30.0, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    deadline = clock.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and clock.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.02)
+        clock.sleep(0.02)
 
 
-def _wait_port_closed(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_port_closed(port: int, timeout: float = 30.0, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    deadline = clock.monotonic() + timeout
+    while clock.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) != 0:
                 return
-        time.sleep(0.02)
+        clock.sleep(0.02)
     raise PairError(f"port {port} still answers after the kill")

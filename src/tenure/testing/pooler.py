@@ -13,10 +13,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import quote
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import TenureError
 from tenure.storage.postgres.urls import parse_url
 from tenure.testing.pair import free_port
@@ -38,9 +38,13 @@ def find_pgbouncer() -> str:
 
 class PgBouncer:
     """`pgbouncer` on a free loopback port forwarding every database to `upstream_url`'s
-    server, as `upstream_url`'s user, pooling per transaction."""
+    server, as `upstream_url`'s user, pooling per transaction. `clock` times the wait for it
+    to listen."""
 
-    def __init__(self, upstream_url: str, *, pool_mode: str = "transaction") -> None:
+    def __init__(
+        self, upstream_url: str, *, pool_mode: str = "transaction", clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.clock = clock
         self.binary = find_pgbouncer()
         params = parse_url(upstream_url)
         self.user = str(params.get("user") or "postgres")
@@ -87,14 +91,14 @@ class PgBouncer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise PoolerError(f"pgbouncer exited ({self._process.returncode}): {self._tail()}")
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
-            time.sleep(0.02)
+            self.clock.sleep(0.02)
         self.stop()
         raise PoolerError(f"pgbouncer did not listen within {timeout:g}s: {self._tail()}")
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from tenure.clock import SYSTEM_CLOCK, Clock
 
 
 def spawn_worker(
@@ -30,10 +31,17 @@ def spawn_worker(
         )
 
 
-def wait_started(proc: subprocess.Popen[bytes], log_path: Path, timeout: float = 30.0) -> None:
-    """Wait until the worker logged `worker_started`; raise if it exited or took too long."""
-    deadline = time.monotonic() + timeout
+def wait_started(
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    timeout: float = 30.0,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
+    """Wait until the worker logged `worker_started`; raise if it exited or took `timeout`
+    seconds of `clock` (it looks every 20 ms of that clock)."""
+    deadline = clock.monotonic() + timeout
     while b"worker_started" not in log_path.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None or clock.monotonic() > deadline:
             raise RuntimeError(f"the worker did not start: {log_path.read_text()[-2000:]}")
-        time.sleep(0.02)
+        clock.sleep(0.02)

@@ -109,8 +109,14 @@ class TcpProxy:
 
 
 def _reset(sock: socket.socket) -> None:
+    """Drop a connection with a reset. A pump thread may be blocked in `recv` on it: closing
+    the descriptor alone would not wake it, and the socket would live on inside that call (the
+    peer never told, a database backend left waiting mid-statement with its locks). Shutting
+    the read side first wakes the call (sending nothing), so the close takes effect."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
 

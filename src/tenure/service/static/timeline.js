@@ -872,7 +872,7 @@
 
   global.renderTimeline = renderTimeline;
   global.renderTree = renderTree;
-  // The axis's arithmetic, for tests/test_timeline_page.py.
+  // The axis's arithmetic, for tests/integration/test_timeline_page.py.
   global.tenureTimeline = { parseTime: parseTime, offsetLabel: offsetLabel, duration: duration,
                             tickStep: tickStep };
 })(typeof window !== "undefined" ? window : this);

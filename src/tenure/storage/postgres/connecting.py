@@ -10,7 +10,6 @@ not: LISTEN through one silently receives nothing.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
 from tenure.logs import emit
 from tenure.storage.postgres.pooling import (
@@ -148,7 +148,13 @@ def _listen_target(listen_url: str | None, timeout: float) -> tuple[str | None, 
     return build_conninfo(stripped, timeout), where
 
 
-def check_listen_url(plan: ConnectionPlan, notify: Callable[[str], None], timeout: float) -> None:
+def check_listen_url(
+    plan: ConnectionPlan,
+    notify: Callable[[str], None],
+    timeout: float,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
     """LISTEN on the listen URL, NOTIFY through the store (`notify(channel)`), and refuse the
     URL unless the notification arrives: a transaction pooler would take the LISTEN, hand its
     server connection to another client and deliver nothing, and a URL of another database
@@ -170,9 +176,9 @@ def check_listen_url(plan: ConnectionPlan, notify: Callable[[str], None], timeou
     with conn:
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         notify(channel)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for _ in conn.notifies(timeout=max(0.01, deadline - time.monotonic()), stop_after=1):
+        deadline = clock.monotonic() + timeout
+        while clock.monotonic() < deadline:
+            for _ in conn.notifies(timeout=max(0.01, deadline - clock.monotonic()), stop_after=1):
                 return
     raise UnsupportedDatabase(
         f"the LISTEN URL {where} did not hear a notification sent through {plan.where} within "

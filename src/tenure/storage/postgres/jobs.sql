@@ -11,7 +11,7 @@
 -- analyzed) must not make the planner read every running row for each batch.
 -- Lease-guarded writes are marked `-- guard: lease` and say state = 'running', owner_id,
 -- fencing_token and lease_until > clock.now in their WHERE; the ledger turns zero rows into
--- LeaseLost (tests/test_queries.py checks the predicate and the parity with SQLite).
+-- LeaseLost (tests/unit/test_queries.py checks the predicate and the parity with SQLite).
 
 -- name: now
 SELECT clock_timestamp() AS now;

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import psycopg
 from psycopg import sql
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.logs import emit
 from tenure.storage.wakeup import (
     CancelCallback,
@@ -46,7 +46,9 @@ class PostgresListener:
         on_ended: EndedCallback | None = None,
         on_listening: ListeningCallback | None = None,
         wait: float = 5.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self._conninfo = conninfo
         self._schema = schema
         self._on_listening = on_listening
@@ -87,15 +89,15 @@ class PostgresListener:
                     if self._on_listening is not None:
                         self._on_listening(True)
                     emit(log, logging.DEBUG, "listen_started", channel=listening[0])
-                    probed = time.monotonic()
+                    probed = self._clock.monotonic()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             self._dispatch(note.channel, note.payload, cancels, ended)
-                        if time.monotonic() - probed > _PROBE_SECONDS:
+                        if self._clock.monotonic() - probed > _PROBE_SECONDS:
                             # A reset connection is not reported by notifies() itself; a
                             # round trip finds it (and tcp_user_timeout a silent one).
                             conn.execute("SELECT 1")
-                            probed = time.monotonic()
+                            probed = self._clock.monotonic()
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._on_listening is not None:

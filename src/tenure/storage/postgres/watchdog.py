@@ -13,15 +13,17 @@ import heapq
 import itertools
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from tenure.clock import SYSTEM_CLOCK, Clock
 
 
 class Watchdog:
     """Runs `on_expiry(target)` for every armed target whose deadline passes before disarm."""
 
-    def __init__(self, on_expiry: Callable[[object], None]) -> None:
+    def __init__(self, on_expiry: Callable[[object], None], clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._on_expiry = on_expiry
         self._heap: list[tuple[float, int, object]] = []
         self._armed: set[int] = set()
@@ -40,7 +42,7 @@ class Watchdog:
                     target=self._run, name="tenure-pg-watchdog", daemon=True
                 )
                 self._thread.start()
-            due = time.monotonic() + seconds
+            due = self._clock.monotonic() + seconds
             # Deadlines mostly arrive in order; only one earlier than the next due needs a wake-up.
             wake = not self._heap or due < self._heap[0][0]
             heapq.heappush(self._heap, (due, ident, target))
@@ -71,7 +73,7 @@ class Watchdog:
                     self._cond.wait()
                     continue
                 due, ident, target = self._heap[0]
-                wait = due - time.monotonic()
+                wait = due - self._clock.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue

@@ -5,7 +5,7 @@
 -- Writes run inside BEGIN IMMEDIATE; `:now` is read from SQLite's clock (query `now`) once the
 -- write lock is held, so every comparison in the transaction uses one database time.
 -- Lease-guarded writes are marked `-- guard: lease` and say state = 'running', owner_id,
--- fencing_token and lease_until > :now in their WHERE (tests/test_queries.py checks both the
+-- fencing_token and lease_until > :now in their WHERE (tests/unit/test_queries.py checks both the
 -- predicate and that PostgreSQL guards the same methods).
 
 -- name: now

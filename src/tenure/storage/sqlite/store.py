@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import (
     StoreBug,
     StoreConflict,
@@ -62,7 +62,7 @@ from tenure.storage.wakeup import (
     cancel_payload,
     read_cancel,
 )
-from tenure.types import JobState, Lease, PurgeBatch, StageKind
+from tenure.types import EventType, JobState, Lease, PurgeBatch, StageKind
 
 # Primary result codes that mean the file cannot be used now (busy, locked, I/O, full, …):
 # https://sqlite.org/rescode.html. SQLITE_SCHEMA (17) is a schema change under a statement.
@@ -128,7 +128,8 @@ class SqliteStore(SqlStore):
     decode = DECODE
     parallel_writes = False
 
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self.path = path_from_url(url)
         self._where = str(Path(self.path).resolve())
         self._timeout = timeout
@@ -181,15 +182,15 @@ class SqliteStore(SqlStore):
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL. The switch needs the file to itself and ignores the busy handler, so
         processes opening a new file together retry it until the store's timeout."""
-        deadline = time.monotonic() + self._timeout
+        deadline = self._clock.monotonic() + self._timeout
         while True:
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
+                if "locked" not in str(exc) or self._clock.monotonic() > deadline:
                     raise
-                time.sleep(0.005)
+                self._clock.sleep(0.005)
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
@@ -271,7 +272,7 @@ class SqliteStore(SqlStore):
             )
             if row is None:
                 return False
-            tx.event(job.id, "job_submitted", 0, None, job.detail_json)
+            tx.event(job.id, EventType.JOB_SUBMITTED, 0, None, job.detail_json)
         LOCAL.publish(self._where, job.kind)
         return True
 
@@ -336,7 +337,7 @@ class SqliteStore(SqlStore):
                 held = held_by(lease)
                 row = tx.one("exchange__complete", {**held, "result": result})
                 if row is not None:
-                    tx.event(lease.job_id, "job_succeeded", lease.token, lease.owner_id, detail)
+                    tx.lease_event(lease, EventType.JOB_SUCCEEDED, detail)
                     done.add(lease.job_id)
                     tx.job_ended(lease.job_id, row["parent_id"])
             claimed = self._exchange_in(tx, request) if request.limit else []
@@ -365,9 +366,9 @@ class SqliteStore(SqlStore):
             token, owner, attempt = row["fencing_token"], row["owner_id"], row["attempt"]
             last = expiry_detail(None, row["heartbeat_at"], read_time)
             expired = {"attempt": attempt, "then": "failed", **last}
-            tx.event(row["id"], "lease_expired", token, owner, expired)
+            tx.event(row["id"], EventType.LEASE_EXPIRED, token, owner, expired)
             failed = {"code": "lease_expired", "attempt": attempt}
-            tx.event(row["id"], "job_failed", token, owner, failed)
+            tx.event(row["id"], EventType.JOB_FAILED, token, owner, failed)
             tx.job_ended(row["id"], row["parent_id"])
         leases: list[Lease] = []
         for candidate in tx.rows("exchange__candidates", {**params, "limit": request.limit}):
@@ -382,20 +383,15 @@ class SqliteStore(SqlStore):
                 )
                 expired = {"attempt": lease.attempt - 1, "then": "reclaimed", **last}
                 was = candidate["was_token"], candidate["owner_id"]
-                tx.event(lease.job_id, "lease_expired", *was, expired)
+                tx.event(lease.job_id, EventType.LEASE_EXPIRED, *was, expired)
             elif candidate["state"] == JobState.WAITING and lease.wait is not None:
                 waited = {
-                    "waited_for": lease.wait.get("for"),
-                    "position": lease.wait.get("position"),
+                    "waited_for": lease.wait.document.get("for"),
+                    "position": lease.wait.document.get("position"),
                 }
-                tx.event(lease.job_id, "job_resumed", lease.token, owner_id, waited)
-            tx.event(
-                lease.job_id,
-                "job_claimed",
-                lease.token,
-                owner_id,
-                {"attempt": lease.attempt, "lease_until": lease.lease_until.isoformat()},
-            )
+                tx.lease_event(lease, EventType.JOB_RESUMED, waited)
+            claim = {"attempt": lease.attempt, "lease_until": lease.lease_until.isoformat()}
+            tx.lease_event(lease, EventType.JOB_CLAIMED, claim)
             leases.append(lease)
         return leases
 
@@ -416,20 +412,21 @@ class SqliteStore(SqlStore):
         return renewed
 
     def _guarded(
-        self, name: str, lease: Lease, event: str | None, detail_json: str, **values: Any
+        self, name: str, lease: Lease, event: EventType | None, detail_json: str, **values: Any
     ) -> sqlite3.Row | None:
         """Run one lease-guarded UPDATE and, if it found the row, write its event."""
         with self._transaction() as tx:
             held = held_by(lease)
             row = tx.one(name, {**held, **values})
             if row is not None and event is not None:
-                tx.event(lease.job_id, event, lease.token, lease.owner_id, detail_json)
+                tx.lease_event(lease, event, detail_json)
             return row
 
     def save_step(self, lease: Lease, step: int, checkpoint_json: str, detail_json: str) -> bool:
         """Advance the cursor if the lease holds."""
         values = {"step": step, "checkpoint": checkpoint_json}
-        return self._guarded("save_step", lease, "step_saved", detail_json, **values) is not None
+        saved = self._guarded("save_step", lease, EventType.STEP_SAVED, detail_json, **values)
+        return saved is not None
 
     def fail(self, lease: Lease, failure: AttemptFailure) -> JobState | None:
         """Fail the attempt if the lease holds; the event names what became of the job."""
@@ -451,13 +448,14 @@ class SqliteStore(SqlStore):
                 "attempt": row["attempt"],
                 "run_after": read_time(row["run_after"]).isoformat(),
             }
-            event = "job_retry_scheduled" if state is JobState.QUEUED else "job_failed"
-            tx.event(lease.job_id, event, lease.token, lease.owner_id, detail)
+            retried = state is JobState.QUEUED
+            event = EventType.JOB_RETRY_SCHEDULED if retried else EventType.JOB_FAILED
+            tx.lease_event(lease, event, detail)
             return state
 
     def release(self, lease: Lease) -> bool:
         """Give the job back if the lease holds."""
-        if self._guarded("release", lease, "job_released", "{}") is None:
+        if self._guarded("release", lease, EventType.JOB_RELEASED, "{}") is None:
             return False
         LOCAL.publish(self._where, lease.kind)
         return True
@@ -486,12 +484,12 @@ class SqliteStore(SqlStore):
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
-        if self._operator_transition(job_id, "requeue", "job_requeued") is None:
+        if self._operator_transition(job_id, "requeue", EventType.JOB_REQUEUED) is None:
             return False
         LOCAL.publish(self._where, "")
         return True
 
-    def _operator_transition(self, job_id: str, query: str, event: str) -> int | None:
+    def _operator_transition(self, job_id: str, query: str, event: EventType) -> int | None:
         """An operator's state change and its event (with the state it left) in one write;
         the job's token after it, or None when the state did not allow it."""
         with self._transaction() as tx:
@@ -512,8 +510,7 @@ class SqliteStore(SqlStore):
             tx.rows("stage_start__stage", values)
             if stage.kind is StageKind.EFFECT:
                 tx.rows("stage_start__effect", values)
-            event = started_event(stage)
-            tx.event(lease.job_id, event, lease.token, lease.owner_id, stage.detail_json)
+            tx.lease_event(lease, started_event(stage), stage.detail_json)
             return True
 
     def stage_raised(self, lease: Lease, position: int, detail_json: str) -> bool:
@@ -523,7 +520,7 @@ class SqliteStore(SqlStore):
             if tx.one("stage_raised", held) is None:
                 return False
             tx.rows("stage_raised__stage", {"job_id": lease.job_id, "position": position})
-            tx.event(lease.job_id, "step_failed", lease.token, lease.owner_id, detail_json)
+            tx.lease_event(lease, EventType.STEP_FAILED, detail_json)
             return True
 
     def stage_done(
@@ -544,7 +541,7 @@ class SqliteStore(SqlStore):
             stage = tx.one("stage_done__stage", values)
             if stage is not None and stage["kind"] == StageKind.EFFECT:
                 tx.rows("stage_done__effect", {**values, "name": stage["name"]})
-            tx.event(lease.job_id, "step_done", lease.token, lease.owner_id, detail_json)
+            tx.lease_event(lease, EventType.STEP_DONE, detail_json)
             return True
 
     # -- tenants and retention ---------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Row
 from tenure.storage.sql import Params
+from tenure.types import EventType, Lease
 
 Q = load_queries("tenure.storage.sqlite")
 
@@ -52,7 +53,7 @@ class SqliteTx:
     def event(
         self,
         job_id: str,
-        type: str,
+        type: EventType,
         token: int | None,
         owner_id: str | None,
         detail: dict[str, Any] | str,
@@ -69,3 +70,7 @@ class SqliteTx:
                 "detail": detail_json,
             },
         )
+
+    def lease_event(self, lease: Lease, type: EventType, detail: dict[str, Any] | str) -> None:
+        """Append an event written under `lease`: its job, token and owner."""
+        self.event(lease.job_id, type, lease.token, lease.owner_id, detail)

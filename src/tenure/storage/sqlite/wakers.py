@@ -10,7 +10,7 @@ from tenure.storage.base import NewSignal
 from tenure.storage.rows import signal_params
 from tenure.storage.sqlite.tx import SqliteTx
 from tenure.storage.waits import SignalOutcome
-from tenure.types import JobState
+from tenure.types import EventType, JobState
 
 
 def cancel_tree(tx: SqliteTx, job_id: str) -> bool:
@@ -27,7 +27,7 @@ def cancel_tree(tx: SqliteTx, job_id: str) -> bool:
         if parent is not None:
             detail["by_parent"] = parent
         token = int(row["fencing_token"])
-        tx.event(current, "job_cancelled", token, row["owner_id"], detail)
+        tx.event(current, EventType.JOB_CANCELLED, token, row["owner_id"], detail)
         tx.cancelled.append((current, token))
         tx.job_ended(current, row["parent_id"] if parent is None else None)
         children = tx.rows("cancel__children", {"job_id": current})
@@ -55,5 +55,5 @@ def store_signal(tx: SqliteTx, signal: NewSignal) -> SignalOutcome:
         tx.rows("signal__wake", params)
         tx.claimable.append(job["kind"])
     detail = {**json.loads(signal.detail_json), "woke": woke}
-    tx.event(signal.job_id, "signal_received", int(job["fencing_token"]), None, detail)
+    tx.event(signal.job_id, EventType.SIGNAL_RECEIVED, int(job["fencing_token"]), None, detail)
     return SignalOutcome.STORED

@@ -1,0 +1,145 @@
+"""The dashboard in headless Chromium (Debian's, driven by Playwright): enter a key, watch a job
+go queued → running → succeeded while a real worker process runs it, cancel another job."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure import JobState
+from tests.support.browser import apps_worker, screenshot
+from tests.support.service import LiveServer
+
+pytestmark = pytest.mark.slow
+
+sync_api: Any = pytest.importorskip("playwright.sync_api")
+
+
+def test_dashboard_shows_a_job_run_and_cancels_another(browser: object, tmp_path: Path) -> None:
+    """In Chromium the dashboard lists the tenant's jobs only, shows a run's stages, and cancels."""
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.operations.create_tenant("acme")
+        watched = ledger.submit("long_stage", {}, tenant="acme")
+        doomed = ledger.submit("nobody_runs_this", {}, tenant="acme")
+        ledger.submit("long_stage", {}, tenant="globex")  # another tenant's: never shown
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/")
+        page.fill("#api-key", key)
+        page.click("#use-key")
+        rows = page.locator("#jobs tr")
+        expect(rows).to_have_count(2)
+
+        def state_of(job_id: str) -> Any:
+            return page.locator(f'tr[data-job-id="{job_id}"] [data-state]')
+
+        expect(state_of(watched)).to_have_text("queued")
+        age = page.locator(f'tr[data-job-id="{watched}"] td.age')
+        expect(age).to_have_text(_seconds_left())  # the time since it was submitted
+
+        worker = apps_worker(db, tmp_path, "long_stage")
+        try:
+            expect(state_of(watched)).to_have_text("running", timeout=20_000)
+            lease = page.locator(f'tr[data-job-id="{watched}"] [data-lease-until]')
+            expect(lease).to_have_text(_seconds_left(), timeout=5_000)
+            shot = screenshot(page, tmp_path, "dashboard")
+            assert shot.stat().st_size > 0
+            (tmp_path / "finish").write_text("")
+            expect(state_of(watched)).to_have_text("succeeded", timeout=20_000)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+
+        page.locator(f'tr[data-job-id="{doomed}"] button.cancel').click()
+        expect(state_of(doomed)).to_have_text("cancelled", timeout=10_000)
+        assert ledger.get(doomed).state is JobState.CANCELLED
+        assert ledger.get(watched).state is JobState.SUCCEEDED
+
+        page.click(f'tr[data-job-id="{watched}"] a')
+        expect(page.locator("#events tr[data-event=job_succeeded]")).to_have_count(1)
+        expect(page.locator("#stages tr")).to_have_count(2)
+        expected = ledger.get(watched)
+        result_text = json.dumps(expected.result, separators=(",", ":"))
+        expect(page.locator('[data-field="result"]')).to_have_text(result_text)
+        size = len(json.dumps(expected.payload, separators=(",", ":")).encode())
+        expect(page.locator('[data-field="payload size"]')).to_have_text(f"{size} bytes")
+        screenshot(page, tmp_path, "job")
+
+
+def _seconds_left() -> object:
+    import re
+
+    return re.compile(r"^\d+(\.\d)? s$")
+
+
+def test_dashboard_shows_what_a_job_waits_for_and_sends_its_signal(
+    browser: object, tmp_path: Path
+) -> None:
+    """A job waiting for an approval is listed with what it waits for; the job page's form
+    sends the signal, and a real worker process resumes the job to success."""
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.operations.create_tenant("acme")
+        job_id = ledger.submit("approval", {}, tenant="acme")
+        worker = apps_worker(db, tmp_path, "approval")
+        try:
+            page = browser.new_page()  # type: ignore[attr-defined]
+            page.goto(server.url + "/")
+            page.fill("#api-key", key)
+            page.click("#use-key")
+            row = page.locator(f'tr[data-job-id="{job_id}"]')
+            expect(row.locator("[data-state]")).to_have_text("waiting", timeout=20_000)
+            expect(row.locator("td.waiting-for")).to_contain_text("signal approval")
+            screenshot(page, tmp_path, "waiting")
+            row.locator("a").click()
+            expect(page.locator("#signal-name")).to_have_value("approval", timeout=10_000)
+            page.fill("#signal-payload", '{"approved": true, "by": "ops"}')
+            page.click("#signal-send")
+            expect(page.locator("#signal-result")).to_have_text("stored", timeout=10_000)
+            expect(page.locator('[data-field="state"]')).to_have_text("succeeded", timeout=20_000)
+            expect(page.locator("#events tr[data-event=signal_received]")).to_have_count(1)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+        done = ledger.get(job_id)
+        assert done.result["answer"] == {"approved": True, "by": "ops"}
+
+
+def test_dashboard_compares_a_rollout_for_the_tenants_kinds(
+    browser: object, tmp_path: Path
+) -> None:
+    """The rollouts view shows acme's canary (candidate against stable over acme's jobs, cost
+    ratio included) and not a rollout that reaches only another tenant."""
+    from tests.integration.test_rollouts import _run_by_hand
+
+    expect = sync_api.expect
+    db = f"sqlite:///{tmp_path / 'dash.db'}"
+    with tenure.connect(db) as ledger, LiveServer(ledger) as server:
+        key = ledger.operations.create_tenant("acme")
+        ledger.operations.start_rollout("variant_echo", "v2", percent=50, max_failure_rate=0.5)
+        ledger.operations.start_rollout("flaky_candidate", "m-2", tenants=["globex"])
+        _run_by_hand(ledger, "variant_echo", "acme", fails=0, runs=12)
+        jobs = ledger.list(kind="variant_echo", tenant="acme")
+        candidates = sum(job.variant == "v2" for job in jobs)
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/#/rollouts")
+        page.fill("#api-key", key)
+        page.click("#use-key")
+        block = page.locator('.rollout[data-kind="variant_echo"]')
+        expect(block.locator(".rollout-state")).to_have_text("active", timeout=10_000)
+        expect(page.locator(".rollout")).to_have_count(1)
+        jobs_row = block.locator('tr[data-figure="jobs"]')
+        expect(jobs_row.locator(".candidate")).to_have_text(str(candidates))
+        expect(jobs_row.locator(".stable")).to_have_text(str(len(jobs) - candidates))
+        both_sides = 0 < candidates < len(jobs)  # a share of 12 random ids: almost always
+        expect(block.locator(".cost-ratio")).to_have_text("3.00" if both_sides else "n/a")
+        screenshot(page, tmp_path, "rollouts")
