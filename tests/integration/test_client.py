@@ -72,6 +72,30 @@ def test_every_call_of_the_client(served: tuple[tenure.App, LiveServer, str]) ->
         assert client.get(doomed).state is JobState.CANCELLED
 
 
+def test_submit_options_reach_the_job_through_the_service(
+    served: tuple[tenure.App, LiveServer, str],
+) -> None:
+    """A `SubmitOptions` value and keywords over it travel as the request body's fields; an
+    option the HTTP API does not take is refused before anything is sent."""
+    app, server, key = served
+    options = tenure.SubmitOptions(max_attempts=2, priority=1, principal="user:42")
+    with tenure.Client(server.url, key) as client:
+        job_id = client.submit("nobody_runs_this", {}, options, priority=7, idempotency_key="o-1")
+        job = app.ledger.get(job_id)
+        assert (job.max_attempts, job.priority, job.principal, job.idempotency_key) == (
+            2,
+            7,
+            "user:42",
+            "o-1",
+        )
+        before = len(app.ledger.list(limit=500))
+        with pytest.raises(tenure.InvalidArgument, match="run_after"):
+            client.submit("echo", {}, run_after=5)
+        with pytest.raises(TypeError, match="options must be a SubmitOptions"):
+            client.submit("echo", {}, {"priority": 1})  # type: ignore[arg-type]
+        assert len(app.ledger.list(limit=500)) == before
+
+
 def test_errors_become_tenure_exceptions(served: tuple[tenure.App, LiveServer, str]) -> None:
     app, server, key = served
     other = app.ledger.operations.create_tenant("globex")

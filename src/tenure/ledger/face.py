@@ -6,12 +6,12 @@ ledger, with a `DeprecationWarning`, until 0.3."""
 from __future__ import annotations
 
 import builtins
-import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from tenure.clock import SYSTEM_CLOCK, Clock
+from tenure.errors import renamed
 from tenure.evidence import Evidence
 from tenure.ledger.core import LedgerCore
 from tenure.ledger.declarations import Declarations
@@ -353,11 +353,7 @@ class Ledger:
                 target, where, name = self, "nothing: it is private to the ledger", f"_{name}"
             else:
                 raise AttributeError(f"'Ledger' object has no attribute {name!r}")
-            warnings.warn(
-                f"Ledger.{name.lstrip('_')} is deprecated: use {where} (removed in 0.3)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+            renamed(f"Ledger.{name.lstrip('_')}", where)
             return getattr(target, name)
 
 
