@@ -24,9 +24,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from tenure.ledger.ended import EndedWatch
-
 import tenure
+from tenure.ledger.ended import EndedWatch
 
 
 def _no_wakeup(job_id: str, callback: Callable[[], None]) -> Callable[[], None]:
