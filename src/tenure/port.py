@@ -81,8 +81,9 @@ class LeasePort(Protocol):
         lease_seconds: float = 90.0,
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> list[Lease]:
-        """Up to `limit` claims in one statement."""
+        """Up to `limit` claims in one statement; with `rescue`, expired leases too."""
         ...
 
     def complete_and_claim(
@@ -94,6 +95,7 @@ class LeasePort(Protocol):
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> tuple[dict[str, TenureError | None], list[Lease]]:
         """Publish results and take the next jobs in one round trip."""
         ...

@@ -106,6 +106,7 @@ class Leases(Part[LeaseWrites]):
         lease_seconds: float = 90.0,
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> list[Lease]:
         """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
 
@@ -113,8 +114,10 @@ class Leases(Part[LeaseWrites]):
         the claim keeps every kind and tenant within its limit, across workers: a serialised
         transaction of a few statements instead of one. `variants` ({kind: [variant, ...]},
         "stable" for jobs without one): of those kinds, claim only those variants.
+        `rescue=False` leaves expired leases to a later claim (a worker rescues once a
+        second; see `ClaimRequest`).
         """
-        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants, rescue)
         limits = {
             check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
             for kind, n in (kind_limits or {}).items()
@@ -136,11 +139,12 @@ class Leases(Part[LeaseWrites]):
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
         """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
         finished and takes its next jobs in one round trip. Returns the answers per job (as
         `complete_many`) and the new leases."""
-        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants)
+        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants, rescue)
         answers, leases = self._publish(outcomes, request)
         self._log_claims(leases, request.owner_id)
         return answers, leases
@@ -488,14 +492,18 @@ def _claim_request(
     lease_seconds: float,
     limit: int,
     variants: Mapping[str, Sequence[str]] | None = None,
+    rescue: bool = True,
 ) -> ClaimRequest:
     """A validated claim: bad input raises `InvalidArgument` before anything is sent."""
+    if not isinstance(rescue, bool):
+        raise InvalidArgument(f"rescue must be True or False, not {type(rescue).__name__}")
     return ClaimRequest(
         owner_id=check_name(owner_id, "owner id"),
         kinds=_kinds(kinds),
         lease_seconds=check_seconds(lease_seconds, "lease_seconds"),
         limit=check_int(limit, "limit", 1),
         pinned=pinned_variants(variants),
+        rescue=rescue,
     )
 
 

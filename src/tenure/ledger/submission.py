@@ -171,11 +171,11 @@ class Submission(Part[JobStore]):
             run_at=placement.run_at,
             delay_seconds=placement.delay_seconds,
             priority=placement.priority,
+            # The job's row keeps its kind and priority: the event keeps what the row does not
+            # say of the submit (about 40 bytes a job less, docs/explanation/storage.md).
             detail_json=event_detail(
-                kind=placement.kind,
                 payload_sha256=encoded.sha256,
                 payload_bytes=encoded.size,
-                priority=placement.priority,
                 **({} if parent_id is None else {"parent_id": parent_id}),
                 **({} if variant is None else {"variant": variant}),
                 **({"held": True} if held else {}),

@@ -45,6 +45,7 @@ class ClaimSpec:
     lease_seconds: float
     limit: int
     variants: Mapping[str, Sequence[str]] | None = None
+    rescue: bool = True
 
 
 class Claimer(Protocol):
@@ -212,6 +213,7 @@ class Committer:
                     kinds=spec.kinds,
                     lease_seconds=spec.lease_seconds,
                     variants=spec.variants,
+                    rescue=spec.rescue,
                 )
         except OwnershipUnknown as exc:
             for item in batch:

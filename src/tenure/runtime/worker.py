@@ -57,6 +57,10 @@ _FIRST_IDLE_WAIT = 0.02
 # With only a few slots free, wait this long for more before claiming: one statement then
 # claims several jobs. Only while busy; an idle worker claims at once.
 _GATHER_WAIT = 0.005
+# A claim looks for expired leases at most this often (ClaimRequest.rescue): the search reads
+# every running row of the worker's kinds, which a claim of queued jobs need not pay for. A
+# lease that expires is taken over within this long after it ends, by any worker.
+RESCUE_INTERVAL = 1.0
 
 
 @dataclass
@@ -126,6 +130,7 @@ class Worker:
         self._runs: dict[str, JobRun] = {}
         self.claim_latency = LatencyHistogram()
         self._runs_lock = threading.Lock()
+        self._rescued_at = -RESCUE_INTERVAL  # monotonic time of the last rescue claim
         self._reserved = 0  # slots promised to a claim in flight
         self._slot_freed = threading.Event()
         self._wake = threading.Event()
@@ -365,7 +370,18 @@ class Worker:
         if not granted:
             return None
         lease_seconds, kinds = self._lease_groups()[0]
-        return ClaimSpec(self.worker_id, kinds, lease_seconds, granted, self.variants)
+        return ClaimSpec(
+            self.worker_id, kinds, lease_seconds, granted, self.variants, self._rescue_due()
+        )
+
+    def _rescue_due(self) -> bool:
+        """Whether this claim should also look for expired leases (once per RESCUE_INTERVAL)."""
+        with self._runs_lock:
+            now = self.clock.monotonic()
+            if now - self._rescued_at < RESCUE_INTERVAL:
+                return False
+            self._rescued_at = now
+            return True
 
     def claimed(self, spec: ClaimSpec, leases: list[Lease], sent_at: float) -> None:
         """Start what the committer's statement claimed; free the rest of the reservation."""
@@ -450,6 +466,7 @@ class Worker:
 
     def _claim(self, groups: list[tuple[float, list[str]]], free: int) -> int:
         claimed = 0
+        rescue = self._rescue_due()  # for every group: each has its own kinds' leases
         for lease_seconds, kinds in groups:
             granted = self._reserve(free - claimed)
             if not granted:
@@ -463,6 +480,7 @@ class Worker:
                     lease_seconds=lease_seconds,
                     kind_limits=self._kind_limits,
                     variants=self.variants,
+                    rescue=rescue,
                 )
                 self.claim_latency.observe(self.clock.monotonic() - sent_at)
                 for lease in leases:

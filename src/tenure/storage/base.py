@@ -67,7 +67,12 @@ class ClaimRequest:
     """A claim: for `owner_id`, of `kinds` (None: every kind), with a lease of `lease_seconds`,
     up to `limit` jobs (0: none); `only_ids` narrows it to jobs a limited claim chose.
     `pinned` ("kind@variant", "stable" for no variant): of a kind named there, only those
-    variants are claimed (a code rollout's workers); other kinds, any variant."""
+    variants are claimed (a code rollout's workers); other kinds, any variant.
+    `rescue`: also take expired leases (and fail those of a last attempt). A worker asks for
+    it once a second (`tenure.runtime.worker.RESCUE_INTERVAL`), not with every claim: on
+    PostgreSQL the search reads every running row of the kinds, and while the MVCC horizon
+    is held, every dead version of one too. SQLite always looks (its index on lease ends
+    has no dead versions to step over)."""
 
     owner_id: str
     kinds: Sequence[str] | None
@@ -75,6 +80,7 @@ class ClaimRequest:
     limit: int
     only_ids: Sequence[str] | None = None
     pinned: Sequence[str] = ()
+    rescue: bool = True
 
     @property
     def pinned_kinds(self) -> list[str]:

@@ -229,7 +229,9 @@ class MemoryPort(JobTables):
         lease_seconds: float = 90.0,
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> list[Lease]:
+        del rescue  # memory has no dead versions: every claim looks for expired leases
         with self._tx() as later:
             return self._claim(later, owner_id, limit, kinds, lease_seconds, kind_limits, variants)
 
@@ -242,7 +244,9 @@ class MemoryPort(JobTables):
         kinds: Sequence[str] | None = None,
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
+        rescue: bool = True,
     ) -> tuple[dict[str, TenureError | None], list[Lease]]:
+        del rescue
         with self._tx() as later:
             answers = self._complete(later, outcomes)
             claimed = self._claim(later, owner_id, limit, kinds, lease_seconds, None, variants)

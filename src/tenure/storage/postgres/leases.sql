@@ -27,9 +27,13 @@ done_logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT id, 'job_succeeded', at, token, owner_id, detail FROM done
 ),
+-- Expired leases are looked for only in a rescue claim (ClaimRequest.rescue): the search reads
+-- every running row of the kinds (no index has lease ends: a renewal is a HOT update, schema
+-- version 16), and while the MVCC horizon is held, every dead version of one too. A false
+-- parameter is a one-time filter: the scan is not run at all.
 exhausted AS (
     SELECT j.id, j.lease_until AS was_lease_until FROM tenure_jobs j, clock
-    WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+    WHERE %(rescue)s AND j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt >= j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
     FOR UPDATE OF j SKIP LOCKED
@@ -70,7 +74,7 @@ expired_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
            j.lease_until AS was_lease_until, j.heartbeat_at AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
-    WHERE j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+    WHERE %(rescue)s AND j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
       AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
@@ -86,6 +90,9 @@ queued_candidate AS (
            NULL::timestamptz AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
+      -- The claimer's floor (storage/postgres/claims.py): the index skips what is below it,
+      -- dead versions of claimed jobs included, without reading them. 0 in a rescue claim.
+      AND j.seq >= %(seq_from)s::bigint
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
       AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
            OR j.kind || '@' || COALESCE(j.variant, 'stable') = ANY (%(pinned)s::text[]))
@@ -169,11 +176,11 @@ logged AS (
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
        max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
-       variant, labels, traceparent, principal, was_token
+       variant, labels, traceparent, principal, was_token, was_state
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 

@@ -32,6 +32,12 @@ from tenure.storage.base import (
     StageStart,
 )
 from tenure.storage.migrate import Track, load_migrations
+from tenure.storage.postgres.claims import (
+    ClaimFloors,
+    claim_statement,
+    exchange_params,
+    with_claim_from_head,
+)
 from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.failures import CommitWatches, classify
 from tenure.storage.postgres.listener import PostgresListener
@@ -54,6 +60,7 @@ from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallba
 from tenure.types import JobState, Lease, PurgeBatch
 
 Q = load_queries(__package__ or "tenure.storage.postgres")
+Q = with_claim_from_head(Q)
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
     version integer PRIMARY KEY, name text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"""
@@ -144,6 +151,7 @@ class PostgresStore(SqlStore):
         self._commits = CommitWatches(self._where)
         self._checking = False
         self._checking_lock = threading.Lock()
+        self._floors = ClaimFloors()
         connection_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
         if not self._plan.prepare:
             connection_options["prepare_threshold"] = None
@@ -402,12 +410,28 @@ class PostgresStore(SqlStore):
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results and claim in one statement."""
-        rows = self._write_rows("exchange", _exchange_params(publish, request))
+        floor = self._floors.floor(request)
+        params = exchange_params(publish, request, floor)
+        rows = self._write_rows(claim_statement(floor), params)
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
-        return done, _claimed(rows, request)
+        return done, self._claimed(rows, request)
 
     def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
-        return _claimed(tx.rows("exchange", _exchange_params(NOTHING_TO_PUBLISH, request)), request)
+        floor = self._floors.floor(request)
+        params = exchange_params(NOTHING_TO_PUBLISH, request, floor)
+        return self._claimed(
+            tx.rows("exchange" if floor else "exchange_from_head", params), request
+        )
+
+    def _claimed(self, rows: Sequence[Row], request: ClaimRequest) -> list[Lease]:
+        leases = [
+            lease_from_row(row, request.owner_id, request.lease_seconds, DECODE)
+            for row in rows
+            if row["outcome"] == "claimed"
+        ]
+        queued = [int(row["seq"]) for row in rows if row["was_state"] == "queued"]
+        self._floors.claimed(request, len(leases), queued)
+        return leases
 
     def extend_many(self, leases: Sequence[Lease], seconds: Sequence[float]) -> dict[str, datetime]:
         """One UPDATE renews every lease still held."""
@@ -543,41 +567,6 @@ class PostgresStore(SqlStore):
         """Close the pool and stop the watchdog. Idempotent."""
         self._pool.close()
         self._watchdog.stop()
-
-
-def _exchange_params(publish: Publish, request: ClaimRequest) -> dict[str, Any]:
-    return {
-        "job_ids": [lease.job_id for lease in publish.leases],
-        "given": _results_map(publish),
-        "owner_id": request.owner_id,
-        "kinds": None if request.kinds is None else list(request.kinds),
-        "lease_seconds": request.lease_seconds,
-        "limit": request.limit,
-        "only_ids": None if request.only_ids is None else list(request.only_ids),
-        "pinned": list(request.pinned),
-        "pinned_kinds": request.pinned_kinds,
-    }
-
-
-def _claimed(rows: Sequence[Row], request: ClaimRequest) -> list[Lease]:
-    return [
-        lease_from_row(row, request.owner_id, request.lease_seconds, DECODE)
-        for row in rows
-        if row["outcome"] == "claimed"
-    ]
-
-
-def _results_map(publish: Publish) -> str:
-    """{"<job id>": {"o": owner, "t": token, "r": result, "d": detail}} as JSON text; the
-    result and detail texts are canonical JSON already and go in as they are."""
-    entries = (
-        f'"{lease.job_id}":{{"o":{json.dumps(lease.owner_id)},"t":{lease.token},'
-        f'"r":{result},"d":{detail}}}'
-        for lease, result, detail in zip(
-            publish.leases, publish.results_json, publish.details_json, strict=True
-        )
-    )
-    return "{" + ",".join(entries) + "}"
 
 
 def _nothing() -> None:
