@@ -29,7 +29,7 @@ import psycopg  # noqa: E402
 import tenure  # noqa: E402
 from bench.systems.common import fresh_database  # noqa: E402
 from tenure.ledger import lease_port  # noqa: E402
-from tenure.storage.queries import load_queries  # noqa: E402
+from tenure.storage.postgres.claims import claim_explained  # noqa: E402
 
 BATCH = 500
 # The churn's leases end a few seconds after they were taken, so that by the time of the
@@ -58,21 +58,7 @@ def churn(url: str, jobs: int, queued: int) -> None:
 def explain(url: str, rescue: bool, floor: int) -> list[str]:
     """The claim of 16 jobs a worker sends, explained (rolled back): from its floor, or with
     `rescue` from the head of the queue and looking for expired leases (once a second)."""
-    sql = load_queries("tenure.storage.postgres")["exchange"]
-    params = {
-        "job_ids": [],
-        "given": "{}",
-        "owner_id": "explain",
-        "kinds": ["short"],
-        "lease_seconds": 30.0,
-        "limit": 16,
-        "only_ids": None,
-        "pinned": [],
-        "pinned_kinds": [],
-        # Before schema version 16 every claim looked from the head: the keys are unused.
-        "rescue": rescue,
-        "seq_from": 0 if rescue else floor,
-    }
+    sql, params = claim_explained(["short"], 0 if rescue else floor, rescue)
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             ("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + sql).encode(), params

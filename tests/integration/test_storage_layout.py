@@ -17,7 +17,7 @@ import pytest
 import tenure
 from tenure import JobState
 from tenure.ledger import lease_port
-from tenure.storage.queries import load_queries
+from tenure.storage.postgres.claims import claim_explained
 from tests.support.databases import direct, execute_sql
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"])
@@ -234,20 +234,7 @@ def test_a_plain_claim_starts_after_what_its_claimer_took(ledger: tenure.Ledger)
 def claim_blocks(url: str, floor: int, rescue: bool) -> int:
     """Shared buffers one claim of 16 jobs reads, as EXPLAIN (ANALYZE, BUFFERS) counts them
     (rolled back: nothing is claimed)."""
-    sql = load_queries("tenure.storage.postgres")["exchange"]
-    params = {
-        "job_ids": [],
-        "given": "{}",
-        "owner_id": "explain",
-        "kinds": ["task"],
-        "lease_seconds": 30.0,
-        "limit": 16,
-        "only_ids": None,
-        "pinned": [],
-        "pinned_kinds": [],
-        "rescue": rescue,
-        "seq_from": 0 if rescue else floor,
-    }
+    sql, params = claim_explained(["task"], 0 if rescue else floor, rescue)
     with psycopg.connect(direct(url)) as conn:
         row = conn.execute(
             ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql).encode(), params

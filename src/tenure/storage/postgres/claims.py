@@ -18,7 +18,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, LiteralString
 
-from tenure.storage.base import ClaimRequest, Publish
+from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, Publish
+from tenure.storage.queries import load_queries
 
 # A process has a few claimers (one per worker and lease group); forget them all past this.
 _MOST_CLAIMERS = 1024
@@ -113,3 +114,15 @@ def _results_map(publish: Publish) -> str:
         )
     )
     return "{" + ",".join(entries) + "}"
+
+
+def claim_explained(
+    kinds: Sequence[str], floor: int, rescue: bool
+) -> tuple[LiteralString, dict[str, Any]]:
+    """The statement and parameters of a worker's claim of 16 jobs of `kinds` from `floor`
+    (0: from the head), as the store sends it: for EXPLAIN in the benchmark and the tests."""
+    queries = with_claim_from_head(load_queries(__package__ or "tenure.storage.postgres"))
+    request = ClaimRequest(
+        owner_id="explain", kinds=list(kinds), lease_seconds=30.0, limit=16, rescue=rescue
+    )
+    return queries[claim_statement(floor)], exchange_params(NOTHING_TO_PUBLISH, request, floor)
