@@ -283,3 +283,13 @@ def test_a_plain_claim_reads_no_more_while_a_transaction_idles(
     # Measured: plain 296 -> 325 buffers, rescue 453 -> 813 (the index's pages still grow).
     assert rescue_late - rescue_early > 200, (rescue_early, rescue_late)
     assert plain_late - plain_early < (rescue_late - rescue_early) / 4, (plain_early, plain_late)
+
+
+def test_a_claim_refuses_a_rescue_that_is_not_a_bool(ledger: tenure.Ledger) -> None:
+    """`rescue` is True or False: "yes" or 1 is refused before anything is sent."""
+    port = lease_port(ledger)
+    ledger.submit("task", {})
+    for wrong in ("yes", 1, None):
+        with pytest.raises(tenure.InvalidArgument, match="rescue must be True or False"):
+            port.claim_many("w", kinds=["task"], limit=1, rescue=wrong)  # type: ignore[arg-type]
+    assert [job.attempt for job in ledger.list(state="queued")] == [0]

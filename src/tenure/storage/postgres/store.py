@@ -59,8 +59,7 @@ from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch
 
-Q = load_queries(__package__ or "tenure.storage.postgres")
-Q = with_claim_from_head(Q)
+Q = with_claim_from_head(load_queries(__package__ or "tenure.storage.postgres"))
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
     version integer PRIMARY KEY, name text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"""
@@ -410,18 +409,17 @@ class PostgresStore(SqlStore):
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Publish results and claim in one statement."""
-        floor = self._floors.floor(request)
-        params = exchange_params(publish, request, floor)
-        rows = self._write_rows(claim_statement(floor), params)
+        rows = self._write_rows(*self._claim_call(publish, request))
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
         return done, self._claimed(rows, request)
 
     def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
+        return self._claimed(tx.rows(*self._claim_call(NOTHING_TO_PUBLISH, request)), request)
+
+    def _claim_call(self, publish: Publish, request: ClaimRequest) -> tuple[str, Params]:
+        """The claim statement (from the claimer's floor or from the head) and its parameters."""
         floor = self._floors.floor(request)
-        params = exchange_params(NOTHING_TO_PUBLISH, request, floor)
-        return self._claimed(
-            tx.rows("exchange" if floor else "exchange_from_head", params), request
-        )
+        return claim_statement(floor), exchange_params(publish, request, floor)
 
     def _claimed(self, rows: Sequence[Row], request: ClaimRequest) -> list[Lease]:
         leases = [
