@@ -137,6 +137,17 @@ def ledger(connect: Callable[..., tenure.Ledger]) -> tenure.Ledger:
 
 
 @pytest.fixture
+def mcp_server(db_url: str, tmp_path: Path) -> Iterator[Any]:
+    """`tenure mcp tests.support.apps:app` on `db_url` (stdio for a client, or HTTP when the
+    test starts it), stopped at the end of the test."""
+    from tests.support.mcp_server import McpServer
+
+    server = McpServer(db_url, tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Any]:
     """`tenure worker tests.support.apps:app` processes, stopped at the end of the test."""
     from tests.support.workers import Workers

@@ -140,6 +140,10 @@ class AccessDenied(TenureError, code="access_denied"):
     """The service refused the API key (401) or the key's tenant may not do this (403)."""
 
 
+class PrincipalNotAllowed(AccessDenied, code="principal_not_allowed", status=403):
+    """The key is bound to a principal, and the call named another (nothing was written)."""
+
+
 class JobFailed(TenureError, code="job_failed"):
     """`Client.result`: the job ended failed or cancelled (`job` holds its state and error)."""
 
@@ -263,6 +267,7 @@ class JobCancelled(BaseException):
 # The errors the HTTP API answers with their own code, the most specific first: the service
 # answers the first an exception is an instance of, and the client raises the class again.
 SERVED: tuple[type[TenureError], ...] = (
+    PrincipalNotAllowed,
     PayloadTooLarge,
     InvalidArgument,
     JobNotFound,

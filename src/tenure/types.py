@@ -364,6 +364,19 @@ class TenantRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """An API key as operators see it: never its secret. `principal` is what the key is bound
+    to (`user:42`, or `user:42/` for it and every principal under it); None: a service key,
+    which may name any principal of its tenant."""
+
+    key_id: str
+    tenant: str
+    principal: str | None
+    created_at: datetime
+    revoked: bool
+
+
+@dataclass(frozen=True, slots=True)
 class QueueFigure:
     """Jobs of one kind (and tenant, when asked) in one state, with their lease figures.
 

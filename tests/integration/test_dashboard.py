@@ -143,3 +143,26 @@ def test_dashboard_compares_a_rollout_for_the_tenants_kinds(
         both_sides = 0 < candidates < len(jobs)  # a share of 12 random ids: almost always
         expect(block.locator(".cost-ratio")).to_have_text("3.00" if both_sides else "n/a")
         screenshot(page, tmp_path, "rollouts")
+
+
+def test_dashboard_signed_in_with_a_bound_key_shows_its_principals_jobs_only(
+    browser: object, tmp_path: Path
+) -> None:
+    """A key bound to user:42/ sees who it is and the jobs of user:42 and under it only."""
+    expect = sync_api.expect
+    with (
+        tenure.connect(f"sqlite:///{tmp_path / 'bound.db'}") as ledger,
+        LiveServer(ledger) as server,
+    ):
+        ledger.operations.create_tenant("acme")
+        key = ledger.operations.issue_key("acme", principal="user:42/")
+        mine = ledger.submit("nobody_runs_this", {}, tenant="acme", principal="user:42/a")
+        ledger.submit("nobody_runs_this", {}, tenant="acme", principal="user:ceo")
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/")
+        page.fill("#api-key", key)
+        page.click("#use-key")
+        expect(page.locator("#who")).to_contain_text("bound to user:42/")
+        expect(page.locator("#jobs tr")).to_have_count(1)
+        expect(page.locator(f'tr[data-job-id="{mine}"]')).to_have_count(1)

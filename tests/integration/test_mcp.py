@@ -5,14 +5,9 @@ fenced bank on loopback, and the tasks extension (SEP-2663) across a restart of 
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
-import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import httpx
@@ -20,107 +15,25 @@ import pytest
 
 pytest.importorskip("mcp")
 
-import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import tenure
-from tenure import JobState, keys
+from tenure import JobState
 from tenure.demo.bank import BankServer
 from tenure.mcp.client import CreatedTask, DurableTasks, cancel_task, get_task, update_task
 from tests.support.apps import AMOUNT
-from tests.support.cli import cli_env, tenure_cli
+from tests.support.cli import tenure_cli
 from tests.support.fixtures import applied, kill_in_effect_then_start_another
+from tests.support.mcp_server import APP, McpServer, connected, meta
 from tests.support.processes import ROOT
-from tests.support.service import free_port
 from tests.support.waiting import poll
 from tests.support.workers import Workers
 
 pytestmark = pytest.mark.slow
-APP = "tests.support.apps:app"
 KEY = "io.tenure/idempotency-key"
 PRINCIPAL = "io.tenure/principal"
-
-
-class McpServer:
-    """`tenure mcp` as a user starts it: stdio (the client spawns it) or streamable HTTP."""
-
-    def __init__(self, db_url: str, folder: Path) -> None:
-        self.db_url, self.folder = db_url, folder
-        self.admin = keys.new_admin_key()
-        self.env = cli_env(
-            extra={"PYTHONPATH": str(ROOT), "TENURE_ADMIN_KEY_SHA256": self.admin.key_sha256}
-        )
-        self.http: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def stdio(self, *extensions: Any) -> Client:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=[*self._command()[1:], "--log-level", "warning"],
-            env=self.env,
-            cwd=str(ROOT),
-        )
-        return Client(params, extensions=list(extensions) or None)
-
-    def _command(self) -> list[str]:
-        return [sys.executable, "-m", "tenure.cli", "--db", self.db_url, "mcp", APP]
-
-    def start_http(self) -> None:
-        self.port = free_port()
-        log = open(self.folder / "mcp-http.log", "ab")  # noqa: SIM115 - the process keeps it
-        self.http = subprocess.Popen(
-            [*self._command(), "--transport", "streamable-http", "--port", str(self.port)],
-            stdout=log,
-            stderr=log,
-            env=self.env,
-            cwd=ROOT,
-        )
-        poll(self._answers, 30, "tenure mcp to listen")
-
-    def _answers(self) -> bool:
-        try:
-            return httpx.post(f"{self.url}", json={}).status_code == 401
-        except httpx.TransportError:
-            return False
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def over_http(self, key: str, *extensions: Any, **options: Any) -> Client:
-        """A client with `key`; `options` are the SDK `Client`'s (callbacks, say)."""
-        http = httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30, read=300)
-        )
-        transport = streamable_http_client(self.url, http_client=http)
-        return Client(transport, extensions=list(extensions) or None, **options)
-
-    def stop(self) -> None:
-        if self.http is not None and self.http.poll() is None:
-            self.http.send_signal(signal.SIGTERM)
-            self.http.wait(15)
-
-
-@pytest.fixture
-def mcp_server(db_url: str, tmp_path: Path) -> Iterator[McpServer]:
-    server = McpServer(db_url, tmp_path)
-    yield server
-    server.stop()
-
-
-@asynccontextmanager
-async def connected(client: Client) -> AsyncIterator[Client]:
-    async with client:
-        yield client
-
-
-def meta(values: dict[str, Any]) -> types.RequestParamsMeta:
-    """A call's `_meta` (an open map the SDK types as a TypedDict with extra items)."""
-    return cast(types.RequestParamsMeta, values)
 
 
 async def in_thread(fn: Any, *args: Any) -> Any:

@@ -371,3 +371,37 @@ def tree_root(ctx: tenure.JobContext, payload: Any) -> Any:
     """Three levels: this job, its branch, the branch's two leaves."""
     branch = ctx.spawn("tree_branch", {})
     return {"total": ctx.wait_job(branch, timeout=120)["leaves"]}
+
+
+# -- principals bound to keys (tests/integration/test_key_principals.py) ---------------------
+HANDBOOK = {"holidays": "everyone", "exec-plan": "user:ceo"}
+
+
+@app.retriever("handbook", index_version=lambda: "handbook-1")
+def handbook(query: str, *, allowed: Any, limit: int) -> list[tenure.DocumentRef]:
+    """Only what the principal's filter allows: the executives' plan for user:ceo alone."""
+    docs = [doc for doc, reader in sorted(HANDBOOK.items()) if reader in allowed]
+    return [_library_ref(doc, "1") for doc in docs][:limit]
+
+
+@handbook.permissions
+def handbook_permissions(principal: str | None, tenant: str) -> tenure.Allowed:
+    readers = ["everyone", principal] if principal else ["everyone"]
+    return tenure.Allowed(readers, f"{principal}@1")
+
+
+@handbook.recheck
+def handbook_recheck(principal: str | None, refs: list[tenure.DocumentRef]) -> list[Any]:
+    return [r for r in refs if HANDBOOK[r.source.removeprefix("lib://")] in ("everyone", principal)]
+
+
+@app.job(
+    "ask_handbook",
+    tool=True,
+    description="What the handbook says to the caller.",
+    input_schema={"type": "object", "properties": {"topic": {"type": "string"}}},
+    **FAST,
+)
+def ask_handbook(ctx: tenure.JobContext, payload: Any) -> Any:
+    """The documents the job's principal may read (retrieved, so recorded as evidence)."""
+    return [ref.source for ref in ctx.retrieve("handbook", "plans")]

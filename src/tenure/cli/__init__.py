@@ -231,7 +231,18 @@ def _add_tenant_commands(sub: Any) -> None:
     add("create", cmd_tenant_create, "create a tenant and print its first API key").add_argument(
         "name"
     )
-    add("key", cmd_tenant_key, "issue another API key to a tenant (rotation)").add_argument("name")
+    p = add("key", cmd_tenant_key, "issue another API key to a tenant, or list its keys")
+    p.add_argument(
+        "words",
+        nargs="+",
+        metavar="[add|list] TENANT",
+        help="`add TENANT` (or just TENANT) issues a key; `list [TENANT]` lists keys",
+    )
+    p.add_argument(
+        "--principal",
+        help="bind the new key to this principal ('user:42'), or with a trailing '/' to it and "
+        "every principal under it ('user:42/'); default: a service key of the tenant",
+    )
     p = add("revoke", cmd_tenant_revoke, "revoke a tenant's API keys (or one, by --key-id)")
     p.add_argument("name")
     p.add_argument("--key-id", help="the id in tnr_<id>_...; default: every live key")

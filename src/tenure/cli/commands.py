@@ -345,16 +345,47 @@ def cmd_tenant_create(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def cmd_tenant_key(ledger: Ledger, args: argparse.Namespace) -> int:
-    _print_key(args, args.name, ledger.operations.issue_key(args.name))
+    words: list[str] = args.words
+    if words[0] == "list" and len(words) <= 2:
+        if args.principal is not None:
+            raise UsageError("--principal binds a new key: use it with `tenant key add`")
+        return _list_keys(ledger, args, words[1] if len(words) == 2 else None)
+    if words[0] == "add" and len(words) == 2:
+        tenant = words[1]
+    elif len(words) == 1:
+        tenant = words[0]
+    else:
+        raise UsageError("use `tenure tenant key add TENANT` or `tenure tenant key list [TENANT]`")
+    key = ledger.operations.issue_key(tenant, principal=args.principal)
+    _print_key(args, tenant, key, args.principal)
     return EXIT_OK
 
 
-def _print_key(args: argparse.Namespace, tenant: str, key: str) -> None:
+def _list_keys(ledger: Ledger, args: argparse.Namespace, tenant: str | None) -> int:
+    found = ledger.operations.keys(tenant)
     if args.json:
-        _print_json({"tenant": tenant, "key": key})
+        _print_json([_plain(asdict(k)) for k in found])
+        return EXIT_OK
+    print(f"{'KEY ID':<14} {'TENANT':<20} {'PRINCIPAL':<24} {'STATE':<8} ISSUED")
+    for k in found:
+        principal = "(service key)" if k.principal is None else shown(k.principal)
+        state = "revoked" if k.revoked else "live"
+        print(
+            f"{k.key_id:<14} {shown(k.tenant):<20} {principal:<24} {state:<8} {_when(k.created_at)}"
+        )
+    return EXIT_OK
+
+
+def _print_key(
+    args: argparse.Namespace, tenant: str, key: str, principal: str | None = None
+) -> None:
+    if args.json:
+        _print_json({"tenant": tenant, "key": key, "principal": principal})
     else:
         print(key)
         print("(shown once; tenure keeps only its SHA-256)", file=sys.stderr)
+        if principal is not None:
+            print(f"(bound to the principal {shown(principal)})", file=sys.stderr)
 
 
 def cmd_tenant_revoke(ledger: Ledger, args: argparse.Namespace) -> int:

@@ -125,6 +125,21 @@ def load_app(target: str, app_dir: str | None = None) -> App:
     return app
 
 
+def app_database(app: App, db: str | None, app_dir: str | None) -> str:
+    """The database a process of `app` uses: `--db`, else the app's URL (its `App(url)`, else
+    `$TENURE_DATABASE_URL`, else sqlite:///tenure.db). With `--app-dir`, a relative SQLite path
+    is the app folder's, not the working folder's: an MCP client starts `tenure mcp` in a
+    folder of its own, and the calls must queue where the project's workers look."""
+    url = db or app.url
+    relative = url.removeprefix("sqlite:///")
+    if app_dir is None or not url.startswith("sqlite:///") or relative.startswith("/"):
+        return url
+    path, sep, query = relative.partition("?")
+    if not path or path == ":memory:":
+        return url
+    return f"sqlite:///{os.path.join(os.path.abspath(app_dir), path)}{sep}{query}"
+
+
 def port_number(text: str) -> int:
     """An argparse type: a TCP port, 1-65535."""
     try:

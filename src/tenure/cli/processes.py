@@ -15,14 +15,17 @@ from tenure.cli.common import (
     UsageError,
     _print_json,
     _url,
+    app_database,
     load_app,
 )
 from tenure.cli.rollouts import parse_variants
 from tenure.errors import TenureError
 from tenure.extras import MissingExtra, install_hint
-from tenure.logs import configure_json_logging
+from tenure.logs import configure_json_logging, emit
 from tenure.runtime.worker import Worker
 from tenure.storage import LISTEN_URL_ENV, POSTGRES_PREFIXES
+
+log = logging.getLogger("tenure")
 
 
 def _use_listen_db(args: argparse.Namespace, url: str) -> None:
@@ -43,12 +46,13 @@ def _use_listen_db(args: argparse.Namespace, url: str) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     app = load_app(args.target, args.app_dir)
-    _use_listen_db(args, args.db or app.url)
+    url = app_database(app, args.db, args.app_dir)
+    _use_listen_db(args, url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
     worker = Worker(
         app,
         concurrency=args.concurrency,
-        url=args.db,
+        url=url,
         grace=args.grace,
         poll_interval=args.poll,
         kinds=args.kinds or None,
@@ -107,9 +111,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         except TenureError as exc:
             raise UsageError(str(exc)) from None
     app = load_app(args.target, args.app_dir)
-    _use_listen_db(args, args.db or app.url)
+    if not any(job_class.tool for job_class in app.job_classes.values()):
+        raise UsageError(
+            f"{args.target} has no job class with tool=True, so `tenure mcp` would offer no "
+            "tool of its own: mark the jobs a model may call with @app.job(..., tool=True, "
+            "input_schema=...)"
+        )
+    url = app_database(app, args.db, args.app_dir)
+    _use_listen_db(args, url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
-    with app.connect(args.db) as ledger:
+    with app.connect(url) as ledger:
+        emit(log, logging.INFO, "mcp_database", database=ledger.operations.where)
         run_mcp(
             app,
             ledger,

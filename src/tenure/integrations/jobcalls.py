@@ -44,6 +44,20 @@ log = logging.getLogger("tenure.integrations")
 UNCLAIMED_WARNING = 10.0
 
 
+def unclaimed_message(job: Job, waited: float, where: str) -> str:
+    """That no worker has taken a call's job up (the usual cause: no `tenure worker` for the
+    kind, or one on another database). Ids and the kind only, never the payload."""
+    return (
+        f"job {job.id} of kind {job.kind!r} has waited {waited:.0f} s and no worker has "
+        f"claimed it: is a `tenure worker` for {job.kind!r} running on {where}?"
+    )
+
+
+def unclaimed(job: Job) -> bool:
+    """A job no worker has claimed yet (queued, never attempted)."""
+    return job.state is JobState.QUEUED and job.attempt == 0
+
+
 def ended_message(job: Job) -> str:
     """Why an ended job has no result, in words for a model or a person (no payload)."""
     if job.state is JobState.CANCELLED:
@@ -225,7 +239,7 @@ class JobCalls:
     def _check_claimed(self, job: Job, since: float) -> None:
         """Once, after UNCLAIMED_WARNING seconds: say that no worker has taken the job up
         (the usual cause: no `tenure worker` for the kind, or one on another database)."""
-        if self._warned or job.attempt > 0 or job.state is not JobState.QUEUED:
+        if self._warned or not unclaimed(job):
             return
         if self.clock.monotonic() - since < UNCLAIMED_WARNING:
             return
@@ -233,15 +247,7 @@ class JobCalls:
         where = (
             self.ledger.operations.where if self.ledger is not None else "the service's database"
         )
-        log.warning(
-            "job %s of kind %r has waited %.0f s and no worker has claimed it: is a `tenure "
-            "worker` for %r running on %s?",
-            job.id,
-            self.kind,
-            UNCLAIMED_WARNING,
-            self.kind,
-            where,
-        )
+        log.warning("%s", unclaimed_message(job, UNCLAIMED_WARNING, where))
 
     def _late(self, job: Job) -> TimeoutError:
         return TimeoutError(

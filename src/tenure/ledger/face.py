@@ -227,9 +227,12 @@ class Ledger:
         tenant: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        principal: str | None = None,
     ) -> builtins.list[Job]:
-        """Jobs newest first; pass the last id of a page as `after` for the next page."""
-        return self._reading.list(state, kind, tenant, limit, after)
+        """Jobs newest first; pass the last id of a page as `after` for the next page.
+        `principal` keeps the jobs acting for it; ending in `/` (`user:42/`), for it and every
+        principal under it."""
+        return self._reading.list(state, kind, tenant, limit, after, principal)
 
     def events(self, job_id: str) -> builtins.list[Event]:
         """The job's flight recorder, oldest first."""

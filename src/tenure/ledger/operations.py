@@ -21,6 +21,7 @@ from tenure.ledger.waits import Waits
 from tenure.types import (
     EventTotals,
     JobState,
+    KeyRecord,
     OnTrip,
     OverdueStages,
     PurgeReport,
@@ -78,9 +79,17 @@ class Operations:
         """Create a tenant and return its first API key (shown once; stored as a digest)."""
         return self._tenants.create_tenant(name)
 
-    def issue_key(self, tenant: str) -> str:
-        """Another API key for an existing tenant (rotation: issue, deploy, revoke the old)."""
-        return self._tenants.issue_key(tenant)
+    def issue_key(self, tenant: str, principal: str | None = None) -> str:
+        """Another API key for an existing tenant (rotation: issue, deploy, revoke the old).
+        With `principal` (`user:42`, or `user:42/` for it and every principal under it) the
+        key is bound to it: it submits as that principal or a narrower one and reads only their
+        jobs. Without, it is a service key that may name any principal of its tenant."""
+        return self._tenants.issue_key(tenant, principal)
+
+    def keys(self, tenant: str | None = None) -> builtins.list[KeyRecord]:
+        """The API keys of `tenant` (None: every tenant), revoked ones included, never their
+        secrets."""
+        return self._tenants.keys(tenant)
 
     def revoke_keys(self, tenant: str, key_id: str | None = None) -> int:
         """Revoke the tenant's live keys, or only `key_id`; return how many were revoked."""

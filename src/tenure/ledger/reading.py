@@ -12,7 +12,8 @@ from typing import Protocol, TypeVar
 from tenure.errors import InvalidArgument, InvalidTransition, JobNotFound, TerminalJob
 from tenure.ledger.core import Part
 from tenure.logs import emit
-from tenure.storage.base import JobStore, LeaseStore, MetricsStore, StageStore
+from tenure.principals import Binding
+from tenure.storage.base import JobStore, LeaseStore, MetricsStore, PrincipalFilter, StageStore
 from tenure.types import Event, EventTotals, Job, JobState, OverdueStages, QueueFigure, Stage
 from tenure.validation import check_int, check_job_id, check_name
 
@@ -90,6 +91,7 @@ class Reading(Part[ReadingStore]):
         tenant: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        principal: str | None = None,
     ) -> list[Job]:
         """Jobs newest first; pass the last id of a page as `after` for the next page."""
         if state is not None:
@@ -105,7 +107,11 @@ class Reading(Part[ReadingStore]):
             raise InvalidArgument(f"limit must be at most {MAX_LIST_LIMIT}, got {limit}")
         if after is not None:
             after = self.get(after).id
-        return self.store.list_jobs(state, kind, tenant, limit, after)
+        scope = None
+        if principal is not None:
+            binding = Binding.of(principal)
+            scope = PrincipalFilter(binding.principal, binding.prefix)
+        return self.store.list_jobs(state, kind, tenant, limit, after, scope)
 
     def counts(self, kind: str | None = None, tenant: str | None = None) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zeros included)."""

@@ -17,7 +17,7 @@ from tenure.app import App
 from tenure.errors import TenureError
 from tenure.ledger import Ledger
 from tenure.logs import emit
-from tenure.mcp.server import ADMIN_SCOPE, TenureMcp
+from tenure.mcp.server import ADMIN_SCOPE, PRINCIPAL_CLAIM, TenureMcp
 
 log = logging.getLogger("tenure")
 Transport = Literal["stdio", "streamable-http"]
@@ -37,7 +37,8 @@ class TenantKeys:
             return None
         if found.tenant is None:
             return AccessToken(token=token, client_id="admin", scopes=[ADMIN_SCOPE])
-        return AccessToken(token=token, client_id=found.tenant, scopes=[])
+        claims = None if found.binding is None else {PRINCIPAL_CLAIM: found.binding.value}
+        return AccessToken(token=token, client_id=found.tenant, scopes=[], claims=claims)
 
 
 def http_app(

@@ -6,6 +6,7 @@ in `tenure worker` processes; this server only submits, reads, signals and cance
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -32,11 +33,15 @@ from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
     JobNotFound,
+    PrincipalNotAllowed,
     SignalConflict,
     TenureError,
     TerminalJob,
 )
+from tenure.integrations.jobcalls import UNCLAIMED_WARNING, unclaimed, unclaimed_message
 from tenure.ledger import Ledger, Principal, await_end
+from tenure.ledger.callers import readable, submit_as
+from tenure.logs import emit
 from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
@@ -48,12 +53,18 @@ from tenure.mcp.tools import (
     own_argument_errors,
     text_result,
 )
+from tenure.options import SubmitOptions
+from tenure.principals import Binding
 from tenure.types import Job, JobState, StageStatus
 from tenure.validation import check_job_id
 from tenure.waits import awaited_signal, describe_wait, signals_received, wait_state
 
 KEY_META = "io.tenure/idempotency-key"
+log = logging.getLogger("tenure")
+MAX_WARNED = 10_000
 PRINCIPAL_META = "io.tenure/principal"
+# The access token's claim that carries the principal a key is bound to.
+PRINCIPAL_CLAIM = "io.tenure/principal"
 # A call whose client asked for progress reads its job this often while it waits.
 PROGRESS_READ_SECONDS = 1.0
 # A synchronous call that may answer `input_required` reads its job while it waits (a job that
@@ -93,6 +104,8 @@ class TenureMcp:
     def __init__(self, app: App, ledger: Ledger, *, tenant: str | None = "default") -> None:
         self.ledger = ledger
         self.tenant = tenant
+        # Jobs whose unclaimed warning this process logged (tasks/get is polled).
+        self.warned: set[str] = set()
         self.tools = job_tools(app)
         self.server: Server[Any] = Server(
             "tenure",
@@ -138,18 +151,17 @@ class TenureMcp:
         by its key (a tool error when no job can be made)."""
         if params.request_state is not None:
             return await self._resumed(caller, tool, params.request_state, arguments)
-        meta = params.meta or {}
+        meta: dict[str, Any] = dict(params.meta or {})  # checked by the submit
         try:
-            job_id, _ = await _run(
-                self.ledger.submit_or_find,
-                tool.kind,
-                arguments,
+            options = SubmitOptions(
                 idempotency_key=meta.get(KEY_META),
                 tenant=caller.submits_as,
                 max_attempts=tool.max_attempts,
                 principal=meta.get(PRINCIPAL_META),
             )
-        except (IdempotencyConflict, InvalidArgument) as exc:  # a bad key, a payload too large
+            job_id, _ = await _run(submit_as, self.ledger, caller, tool.kind, arguments, options)
+        # A bad key, a payload too large, a principal the key is not bound to.
+        except (IdempotencyConflict, InvalidArgument, PrincipalNotAllowed) as exc:
             return error_result(str(exc))
         # The job is committed: a tasks/get for this id resolves from here on.
         return await _run(self.ledger.get, job_id)
@@ -231,8 +243,30 @@ class TenureMcp:
         input): no statement while it waits, unless the caller asked for progress, which is
         read every PROGRESS_READ_SECONDS, or may be asked for input (a job that starts to wait
         wakes no one): read after INPUT_READ_SECONDS, then less often, up to every
-        INPUT_READ_MAX_SECONDS (or PROGRESS_READ_SECONDS, if that is sooner)."""
+        INPUT_READ_MAX_SECONDS (or PROGRESS_READ_SECONDS, if that is sooner). A job no worker
+        has claimed after UNCLAIMED_WARNING seconds is said to be so, once: in the log, and to
+        the caller as progress if it asked for progress."""
         reporter = Progress(ctx.session, self.ledger, job_id)
+        if timeout is not None and timeout <= UNCLAIMED_WARNING:
+            return await self._await_for(reporter, timeout, progress, until_input)
+        job = await self._await_for(reporter, UNCLAIMED_WARNING, progress, until_input)
+        if job.terminal or (until_input is not None and until_input(job)):
+            return job
+        if unclaimed(job):
+            message = unclaimed_message(job, UNCLAIMED_WARNING, self.ledger.operations.where)
+            emit(log, logging.WARNING, "job_unclaimed", job_id=job.id, kind=job.kind)
+            await ctx.session.report_progress(len(reporter.done), None, message)
+        rest = None if timeout is None else timeout - UNCLAIMED_WARNING
+        return await self._await_for(reporter, rest, progress, until_input)
+
+    async def _await_for(
+        self,
+        reporter: Progress,
+        timeout: float | None,
+        progress: bool,
+        until_input: Callable[[Job], bool] | None,
+    ) -> Job:
+        job_id = reporter.job_id
 
         async def read() -> Job:
             return await _run(self.ledger.get, job_id)
@@ -284,9 +318,10 @@ class TenureMcp:
         return tool is not None and tool.returns_content
 
     async def _visible(self, caller: Principal, job_id: Any) -> Job:
-        """The job if the caller may see it; another tenant's job is as unknown as none."""
-        job = await _run(self.ledger.get, job_id)
-        if not caller.may_see(job.tenant):
+        """The job if the caller may read it; another tenant's job (another principal's, for a
+        bound key) is as unknown as none."""
+        job = readable(caller, await _run(self.ledger.get, job_id))
+        if job is None:
             raise JobNotFound(f"no job has the id {job_id}")
         return job
 
@@ -305,7 +340,19 @@ class TenureMcp:
 
     async def _tasks_get(self, ctx: Context, params: TaskParams) -> Any:
         job = await self._task(ctx, params.task_id)
-        return task_of(job, as_content=self._as_content(job))
+        task = task_of(job, as_content=self._as_content(job))
+        if unclaimed(job):
+            waited = (
+                await _run(self.ledger.now) - max(job.created_at, job.run_after)
+            ).total_seconds()
+            if waited >= UNCLAIMED_WARNING:
+                task["statusMessage"] = unclaimed_message(job, waited, self.ledger.operations.where)
+                if job.id not in self.warned:
+                    if len(self.warned) >= MAX_WARNED:
+                        self.warned.clear()
+                    self.warned.add(job.id)
+                    emit(log, logging.WARNING, "job_unclaimed", job_id=job.id, kind=job.kind)
+        return task
 
     async def _tasks_update(self, ctx: Context, params: UpdateParams) -> Any:
         job = await self._task(ctx, params.task_id)
@@ -433,7 +480,10 @@ def _caller(ctx: Context, stdio_tenant: str | None) -> Principal:
     token = getattr(user, "access_token", None)
     if token is None:
         raise MCPError(INVALID_PARAMS, "no API key came with this request")
-    return Principal(tenant=None if ADMIN_SCOPE in token.scopes else token.client_id)
+    if ADMIN_SCOPE in token.scopes:
+        return Principal(tenant=None)
+    bound = (token.claims or {}).get(PRINCIPAL_CLAIM)
+    return Principal(tenant=token.client_id, binding=None if bound is None else Binding(bound))
 
 
 async def _run(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

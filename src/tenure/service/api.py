@@ -11,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from tenure.clock import Clock
 from tenure.errors import JobNotFound
 from tenure.ledger import MAX_LIST_LIMIT, Ledger, Principal, await_end
+from tenure.ledger.callers import readable, submit_as
 from tenure.service.auth import Caller, ledger_of, settings_of
 from tenure.service.errors import ApiError, documented
 from tenure.service.models import (
@@ -35,14 +36,16 @@ _AUTH = (401, 422, 503)
 
 
 def visible_job(ledger: Ledger, caller: Principal, job_id: str) -> Job:
-    """The job if the caller may see it; another tenant's job is as unknown as a missing one."""
+    """The job if the caller may read it; another tenant's job, or another principal's for a
+    bound key, is as unknown as a missing one."""
     try:
         job = ledger.get(job_id)
     except JobNotFound:
         job = None
-    if job is None or not caller.may_see(job.tenant):
+    found = readable(caller, job)
+    if found is None:
         raise ApiError(404, "not_found", f"no job has the id {job_id}")
-    return job
+    return found
 
 
 @router.post(
@@ -75,7 +78,7 @@ def submit(
         idempotency_key=body.idempotency_key or idempotency_key,
         traceparent=traceparent,
     )
-    job_id, created = ledger.submit_or_find(body.kind, body.payload, options)
+    job_id, created = submit_as(ledger, caller, body.kind, body.payload, options)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if created:
         return JobRef(id=job_id, state=JobState.QUEUED)
@@ -99,8 +102,14 @@ def list_jobs(
         raise ApiError(403, "forbidden", "a tenant key lists its own tenant only")
     if after is not None:
         after = visible_job(ledger, caller, after).id
+    bound = caller.binding
     jobs = ledger.list(
-        state=state, kind=kind, tenant=caller.tenant or tenant, limit=limit, after=after
+        state=state,
+        kind=kind,
+        tenant=caller.tenant or tenant,
+        limit=limit,
+        after=after,
+        principal=None if bound is None else bound.value,
     )
     following = jobs[-1].id if len(jobs) == limit else None
     return JobPage(jobs=[JobOut.model_validate(j) for j in jobs], next=following, now=ledger.now())

@@ -165,5 +165,5 @@ def job_tree(job_id: str, request: Request, caller: Caller) -> RunTreeOut:
     levels and 500 jobs; `truncated` says when more exist)."""
     ledger = ledger_of(request)
     job = visible_job(ledger, caller, job_id)
-    tree = read_tree(ledger, job.id, visible=lambda other: caller.may_see(other.tenant))
+    tree = read_tree(ledger, job.id, visible=caller.may_read)
     return RunTreeOut.model_validate(tree.to_dict())

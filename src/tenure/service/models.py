@@ -274,3 +274,27 @@ class RolloutList(BaseModel):
     """The rollouts a key may see, by kind."""
 
     rollouts: list[RolloutOut]
+
+
+class MeOut(BaseModel):
+    """The presented key: `tenant` null for the admin key; `principal` what a tenant key is
+    bound to (null: a service key, which may name any principal of its tenant)."""
+
+    tenant: str | None
+    admin: bool
+    key_id: str | None
+    principal: str | None
+
+
+class KeyOut(BaseModel):
+    """An API key without its secret, with the principal it is bound to."""
+
+    key_id: str
+    tenant: str
+    principal: str | None
+    created_at: datetime
+    revoked: bool
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]

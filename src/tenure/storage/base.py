@@ -130,12 +130,23 @@ class FenceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PrincipalFilter:
+    """Jobs acting for `principal`, and with `prefix` for every principal starting with it."""
+
+    principal: str
+    prefix: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ApiKeyRecord:
-    """A stored API key: its tenant, the SHA-256 of its secret, whether it was revoked."""
+    """A stored API key: its tenant, the SHA-256 of its secret, the principal it is bound to
+    (None: a service key), when it was issued, whether it was revoked."""
 
     key_id: str
     tenant: str
     key_sha256: str
+    principal: str | None
+    created_at: datetime
     revoked: bool
 
 
@@ -311,6 +322,7 @@ class JobStore(Protocol):
         tenant: str | None,
         limit: int,
         after: str | None,
+        principals: PrincipalFilter | None = None,
     ) -> list[Job]:
         """Jobs newest first, filtered, starting after the job `after`."""
         ...
@@ -437,12 +449,19 @@ class TenantStore(Protocol):
         """Create the tenant with its first key; False if the tenant exists (nothing written)."""
         ...
 
-    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
-        """Give an existing tenant another key; False if there is no such tenant."""
+    def add_api_key(
+        self, tenant: str, key_id: str, key_sha256: str, principal: str | None = None
+    ) -> bool:
+        """Give an existing tenant another key (bound to `principal`, or a service key);
+        False if there is no such tenant."""
         ...
 
     def api_key(self, key_id: str) -> ApiKeyRecord | None:
         """The key with this id, revoked or not."""
+        ...
+
+    def api_keys(self, tenant: str | None) -> list[ApiKeyRecord]:
+        """The keys of `tenant` (None: of every tenant), revoked ones included."""
         ...
 
     def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:

@@ -232,12 +232,14 @@ def event_totals_from_row(row: Row) -> EventTotals:
     )
 
 
-def api_key_from_row(row: Row) -> ApiKeyRecord:
+def api_key_from_row(row: Row, decode: Decoder) -> ApiKeyRecord:
     """An `ApiKeyRecord` from a row of the `api_key` query."""
     return ApiKeyRecord(
         key_id=row["key_id"],
         tenant=row["tenant"],
         key_sha256=row["key_sha256"],
+        principal=row["principal"],
+        created_at=decode.time(row["created_at"]),
         revoked=bool(row["revoked"]),
     )
 

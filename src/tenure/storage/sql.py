@@ -25,6 +25,7 @@ from tenure.storage.base import (
     FenceHighest,
     FenceRecord,
     KeyedJob,
+    PrincipalFilter,
     Store,
 )
 from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
@@ -320,6 +321,7 @@ class SqlStore(SqlEvidence, Store, ABC):
         tenant: str | None,
         limit: int,
         after: str | None,
+        principals: PrincipalFilter | None = None,
     ) -> list[Job]:
         """Newest first, filtered, paged by `after`."""
         rows = self._read_rows(
@@ -330,6 +332,8 @@ class SqlStore(SqlEvidence, Store, ABC):
                 "tenant": tenant,
                 "limit": limit,
                 "after": after,
+                "principal": None if principals is None else principals.principal,
+                "prefix": None if principals is None else principals.prefix,
             },
         )
         return [job_from_row(row, self.decode) for row in rows]
@@ -395,15 +399,27 @@ class SqlStore(SqlEvidence, Store, ABC):
         rows = self._read_rows("event_totals", {"by_tenant": by_tenant})
         return [event_totals_from_row(row) for row in rows]
 
-    def add_api_key(self, tenant: str, key_id: str, key_sha256: str) -> bool:
+    def add_api_key(
+        self, tenant: str, key_id: str, key_sha256: str, principal: str | None = None
+    ) -> bool:
         """Another key for an existing tenant."""
-        params = {"tenant": tenant, "key_id": key_id, "key_sha256": key_sha256}
+        params = {
+            "tenant": tenant,
+            "key_id": key_id,
+            "key_sha256": key_sha256,
+            "principal": principal,
+        }
         return bool(self._write_rows("add_api_key", params))
 
     def api_key(self, key_id: str) -> ApiKeyRecord | None:
         """The key with this id."""
         rows = self._read_rows("api_key", {"key_id": key_id})
-        return api_key_from_row(rows[0]) if rows else None
+        return api_key_from_row(rows[0], self.decode) if rows else None
+
+    def api_keys(self, tenant: str | None) -> list[ApiKeyRecord]:
+        """The keys of `tenant`, or of every tenant."""
+        rows = self._read_rows("api_keys", {"tenant": tenant})
+        return [api_key_from_row(row, self.decode) for row in rows]
 
     def revoke_api_keys(self, tenant: str, key_id: str | None) -> int:
         """Revoke live keys; how many."""

@@ -129,6 +129,8 @@ FROM tenure_jobs
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(principal)s::text IS NULL OR principal = %(principal)s::text
+       OR starts_with(principal, %(prefix)s::text))
   AND (%(after)s::uuid IS NULL
        OR seq < (SELECT seq FROM tenure_jobs WHERE id = %(after)s::uuid))
 ORDER BY seq DESC

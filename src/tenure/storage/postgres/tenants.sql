@@ -23,14 +23,19 @@ SELECT %(key_id)s, tenant.name, %(key_sha256)s, tenant.created_at FROM tenant
 RETURNING key_id;
 
 -- name: add_api_key
-INSERT INTO tenure_api_keys (key_id, tenant, key_sha256, created_at)
-SELECT %(key_id)s, t.name, %(key_sha256)s, clock_timestamp()
+INSERT INTO tenure_api_keys (key_id, tenant, key_sha256, principal, created_at)
+SELECT %(key_id)s, t.name, %(key_sha256)s, %(principal)s::text, clock_timestamp()
 FROM tenure_tenants t WHERE t.name = %(tenant)s
 RETURNING key_id;
 
 -- name: api_key
-SELECT key_id, tenant, key_sha256, revoked_at IS NOT NULL AS revoked
+SELECT key_id, tenant, key_sha256, principal, created_at, revoked_at IS NOT NULL AS revoked
 FROM tenure_api_keys WHERE key_id = %(key_id)s;
+
+-- name: api_keys
+SELECT key_id, tenant, key_sha256, principal, created_at, revoked_at IS NOT NULL AS revoked
+FROM tenure_api_keys WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
+ORDER BY tenant, created_at, key_id;
 
 -- name: revoke_api_keys
 UPDATE tenure_api_keys SET revoked_at = clock_timestamp()

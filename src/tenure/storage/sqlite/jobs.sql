@@ -93,6 +93,8 @@ FROM tenure_jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
   AND (:tenant IS NULL OR tenant = :tenant)
+  AND (:principal IS NULL OR principal = :principal
+       OR substr(principal, 1, length(:prefix)) = :prefix)
   AND (:after IS NULL
        OR rowid < (SELECT rowid FROM tenure_jobs WHERE id = :after))
 ORDER BY rowid DESC

@@ -551,7 +551,7 @@ class SqliteStore(SqlStore):
         with self._transaction() as tx:
             if tx.one("create_tenant", {"tenant": name}) is None:
                 return False
-            key = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256}
+            key = {"tenant": name, "key_id": key_id, "key_sha256": key_sha256, "principal": None}
             return tx.one("add_api_key", key) is not None
 
     def purge_batch(self, step: PurgeStep) -> PurgeBatch:

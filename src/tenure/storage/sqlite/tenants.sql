@@ -16,13 +16,18 @@ ON CONFLICT (name) DO NOTHING
 RETURNING name;
 
 -- name: add_api_key
-INSERT INTO tenure_api_keys (key_id, tenant, key_sha256, created_at)
-SELECT :key_id, t.name, :key_sha256, :now FROM tenure_tenants t WHERE t.name = :tenant
+INSERT INTO tenure_api_keys (key_id, tenant, key_sha256, principal, created_at)
+SELECT :key_id, t.name, :key_sha256, :principal, :now FROM tenure_tenants t WHERE t.name = :tenant
 RETURNING key_id;
 
 -- name: api_key
-SELECT key_id, tenant, key_sha256, revoked_at IS NOT NULL AS revoked
+SELECT key_id, tenant, key_sha256, principal, created_at, revoked_at IS NOT NULL AS revoked
 FROM tenure_api_keys WHERE key_id = :key_id;
+
+-- name: api_keys
+SELECT key_id, tenant, key_sha256, principal, created_at, revoked_at IS NOT NULL AS revoked
+FROM tenure_api_keys WHERE :tenant IS NULL OR tenant = :tenant
+ORDER BY tenant, created_at, key_id;
 
 -- name: revoke_api_keys
 UPDATE tenure_api_keys SET revoked_at = :now
