@@ -231,3 +231,111 @@ def input_multi_round(ctx: tenure.JobContext, payload: Any) -> str:
         "step2", timeout=300, ask=_form("Step 2: What is your favorite color?", color="string")
     )
     return f"{name.get('name')} likes {color.get('color')}"
+
+
+# Protocols before 2026-07-28 (tools-call-*, elicitation-sep*): the same `ctx.wait_for(...,
+# ask=...)`, which `tenure mcp` puts to the caller as a request on the call's own stream; its
+# answer is the signal. The job's progress goes out as log messages at the client's level.
+@app.job("test_tool_with_logging", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def with_logging(ctx: tenure.JobContext, payload: Any) -> str:
+    """Two stages: the caller that set a log level hears of each, and of the job's state."""
+    ctx.step("started", lambda: "started")
+    ctx.step("processed", lambda: time.sleep(0.05))
+    return "Tool with logging executed successfully"
+
+
+@app.job("test_sampling", tool=True, input_schema=_schema(prompt={"type": "string"}), **QUICK)
+def sampling(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's model to answer the prompt."""
+    ask = tenure.Ask.sample(payload["prompt"], max_tokens=100)
+    answer = ctx.wait_for("sampled", timeout=300, ask=ask)
+    return f"LLM response: {answer['content'].get('text', '')}"
+
+
+@app.job("test_elicitation", tool=True, input_schema=_schema(message={"type": "string"}), **QUICK)
+def elicitation(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller for a username and an email."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = ctx.wait_for("details", timeout=300, ask=tenure.Ask.form(payload["message"], schema))
+    return f"User response: {answer}"
+
+
+@app.job("test_elicitation_sep1034_defaults", tool=True, **ASKING)
+def elicitation_defaults(ctx: tenure.JobContext, payload: Any) -> str:
+    """A form whose fields carry defaults of each primitive type (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {
+                "type": "string",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    answer = ctx.wait_for("profile", timeout=300, ask=tenure.Ask.form("Your profile", schema))
+    return f"Elicitation completed: {answer}"
+
+
+def _titled(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"const": value, "title": title} for value, title in pairs]
+
+
+@app.job("test_elicitation_sep1330_enums", tool=True, **ASKING)
+def elicitation_enums(ctx: tenure.JobContext, payload: Any) -> str:
+    """A form with each enum shape of SEP-1330: untitled and titled, single and multiple."""
+    options = ["option1", "option2", "option3"]
+    single = _titled(
+        ("value1", "First Option"), ("value2", "Second Option"), ("value3", "Third Option")
+    )
+    multi = _titled(
+        ("value1", "First Choice"), ("value2", "Second Choice"), ("value3", "Third Choice")
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": options},
+            "titledSingle": {"type": "string", "oneOf": single},
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+            "titledMulti": {"type": "array", "items": {"anyOf": multi}},
+        },
+    }
+    answer = ctx.wait_for("choices", timeout=300, ask=tenure.Ask.form("Choose", schema))
+    return f"Elicitation completed: {answer}"
+
+
+# SEP-2575's diagnostics (server-stateless, 2026-07-28): answered within half a second.
+@app.job("test_logging_tool", tool=True, input_schema=NO_ARGUMENTS, **QUICK)
+def logging_tool(ctx: tenure.JobContext, payload: Any) -> str:
+    """A quick job: a request without a log level hears no log message of it."""
+    return "logged nothing"
+
+
+@app.job("test_streaming_elicitation", tool=True, **ASKING)
+def streaming_elicitation(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks at once: the answer is `input_required`, never a request on the stream."""
+    answer = ctx.wait_for("name", timeout=300, ask=_form("What is your name?", name="string"))
+    return f"Hello, {answer.get('name')}!"
+
+
+@app.job("test_missing_capability", tool=True, needs=["sampling"], **ASKING)
+def missing_capability(ctx: tenure.JobContext, payload: Any) -> str:
+    """Needs the caller's model: a client without sampling is refused before any job."""
+    answer = ctx.wait_for("said", timeout=300, ask=tenure.Ask.sample("Say hi.", max_tokens=10))
+    return f"The model said: {answer['content'].get('text', '')}"

@@ -30,6 +30,8 @@ N = TypeVar("N", bound=Narrowing)
 DEFAULT_URL = "sqlite:///tenure.db"
 NO_TOOL_TYPES = ToolTypes(None, None, None, None, None)
 TASK_SUPPORT = ("optional", "forbidden", "required")
+# The client capabilities a tool may need (MCP's names for what a `tenure.Ask` asks).
+NEEDS = ("elicitation", "sampling", "roots")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,9 @@ class JobClass:
     # The handler returns MCP content blocks (text, image, audio, resource…), which are the
     # tool's answer as they are.
     returns_content: bool = False
+    # The client capabilities its tool cannot work without ("elicitation", "sampling",
+    # "roots"): a call from a client that did not declare one is refused before any job.
+    needs: tuple[str, ...] = ()
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -162,6 +167,12 @@ def _check_tool(c: JobClass) -> None:
             f"job class {c.kind!r}: task_support must be one of {', '.join(TASK_SUPPORT)}, "
             f"got {c.task_support!r}"
         )
+    unknown = [need for need in c.needs if need not in NEEDS]
+    if unknown or (c.needs and not c.tool):
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: needs names the client capabilities a tool cannot work "
+            f"without, of {', '.join(NEEDS)} (and only with tool=True), got {list(c.needs)!r}"
+        )
     if not c.tool:
         return
     if not isinstance(c.description, str) or not c.description.strip():
@@ -222,6 +233,7 @@ class App:
         labels: Mapping[str, str | None] | None = None,
         task_support: str = "optional",
         returns_content: bool = False,
+        needs: list[str] | tuple[str, ...] = (),
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -240,6 +252,9 @@ class App:
         "required") says when `tenure mcp` answers a call with a task (SEP-2663);
         `returns_content=True`: the handler returns a list of MCP content blocks (`{"type":
         "image", "data": …, "mimeType": …}`, text, audio, resources), the tool's answer as is.
+        `needs` names the client capabilities the tool cannot work without ("elicitation",
+        "sampling", "roots": what its `tenure.Ask`s ask): a call from a client that did not
+        declare one is refused with -32021 before any job is made.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -284,6 +299,7 @@ class App:
                     output_schema=typed.output_schema,
                     task_support=task_support,
                     returns_content=returns_content,
+                    needs=(needs,) if isinstance(needs, str) else tuple(needs),
                 )
             )
             if self._ledger is not None:  # opened before this class

@@ -373,6 +373,11 @@ def test_bad_tool_classes_and_a_missing_tenant_are_refused(db_url: str) -> None:
         tenure.App(db_url).job("t", tool=True, description="d", input_schema={"type": "array"})(
             lambda c, p: 1
         )
+    for needs, tool in [(["telepathy"], True), (["sampling"], False), ("sampling ", True)]:
+        with pytest.raises(tenure.InvalidJobClass, match="needs"):
+            tenure.App(db_url).job(
+                "t", tool=tool, description="d", input_schema={"type": "object"}, needs=needs
+            )(lambda c, p: 1)
     from tenure.mcp import TenureMcp
 
     app = tenure.App(db_url)

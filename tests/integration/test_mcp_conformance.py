@@ -49,14 +49,21 @@ FIXTURES = {
     "test_input_required_result_sampling", "test_input_required_result_capabilities",
     "test_input_required_result_list_roots", "test_input_required_result_request_state",
     "test_input_required_result_tampered_state", "test_input_required_result_multi_round",
+    "test_tool_with_logging", "test_sampling", "test_elicitation",
+    "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
+    "test_logging_tool", "test_streaming_elicitation", "test_missing_capability",
 }  # fmt: skip
 
 
 def answers(url: str) -> bool:
+    """Whether the server answers an `initialize` (a session-less ping is refused: clients of
+    protocols before 2026-07-28 hold a session)."""
     headers = {"Accept": "application/json, text/event-stream"}
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+    hello["clientInfo"] = {"name": "probe", "version": "1"}
     try:
-        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        return httpx.post(url, json=ping, headers=headers, timeout=2).status_code == 200
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        return httpx.post(url, json=initialize, headers=headers, timeout=2).status_code == 200
     except httpx.TransportError:
         return False
 

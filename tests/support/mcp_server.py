@@ -39,20 +39,21 @@ class McpServer:
         self.http: subprocess.Popen[bytes] | None = None
         self.port = 0
 
-    def stdio(self, *extensions: Any) -> Client:
+    def stdio(self, *extensions: Any, **options: Any) -> Client:
+        """A client that starts the server; `options` are the SDK `Client`'s."""
         params = StdioServerParameters(
             command=sys.executable,
             args=[*self._command()[1:], "--log-level", "warning"],
             env=self.env,
             cwd=str(ROOT),
         )
-        return Client(params, extensions=list(extensions) or None)
+        return Client(params, extensions=list(extensions) or None, **options)
 
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "tenure.cli", "--db", self.db_url, "mcp", APP]
 
-    def start_http(self) -> None:
-        self.port = free_port()
+    def start_http(self, port: int | None = None) -> None:
+        self.port = port or free_port()
         log = open(self.folder / "mcp-http.log", "ab")  # noqa: SIM115 - the process keeps it
         self.http = subprocess.Popen(
             [*self._command(), "--transport", "streamable-http", "--port", str(self.port)],
@@ -80,6 +81,13 @@ class McpServer:
         )
         transport = streamable_http_client(self.url, http_client=http)
         return Client(transport, extensions=list(extensions) or None, **options)
+
+    def kill_and_restart_http(self) -> None:
+        """SIGKILL the HTTP server (its sessions are lost) and start another on the same port."""
+        assert self.http is not None
+        self.http.send_signal(signal.SIGKILL)
+        self.http.wait(15)
+        self.start_http(self.port)
 
     def stop(self) -> None:
         if self.http is not None and self.http.poll() is None:

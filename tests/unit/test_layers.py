@@ -90,6 +90,7 @@ FRAMEWORKS = {
     "integrations/openai_agents.py": {"agents"},
     "integrations/langgraph.py": {"langgraph", "langchain_core"},
     "integrations/pydantic_ai.py": {"pydantic_ai"},
+    "integrations/fastmcp.py": {"fastmcp"},
 }
 
 

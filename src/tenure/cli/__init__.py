@@ -329,6 +329,12 @@ def _add_process_commands(sub: Any) -> None:
         "test suites): every call acts for --tenant",
     )
     p.add_argument(
+        "--stateless",
+        action="store_true",
+        help="streamable HTTP: keep no session for clients of protocols before 2026-07-28 "
+        "(any replica answers; their calls' questions then wait for tenure_signal)",
+    )
+    p.add_argument(
         "--admin-key-sha256",
         metavar="HEX",
         help="streamable HTTP: digest of the admin key (default: $TENURE_ADMIN_KEY_SHA256)",

@@ -132,6 +132,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             admin_key_sha256=args.admin_key_sha256 or keys.admin_digest_from_env(),
             log_level=args.log_level,
             no_auth=args.no_auth,
+            stateless=args.stateless,
         )
     return EXIT_OK
 

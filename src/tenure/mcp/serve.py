@@ -49,20 +49,27 @@ def http_app(
     port: int = 8090,
     admin_key_sha256: str | None = None,
     no_auth_tenant: str | None = None,
+    stateless: bool = False,
 ) -> Any:
-    """The Starlette app of streamable HTTP at /mcp. Stateless: every request stands alone, so
-    a restart or another replica loses nothing (a task is its job). With `no_auth_tenant`
-    (a loopback host only), no key is asked and every call acts for that tenant."""
+    """The Starlette app of streamable HTTP at /mcp. A request of the 2026 protocol stands
+    alone, so a restart or another replica loses nothing (a task is its job). A client of an
+    earlier protocol holds a session (`Mcp-Session-Id`) on this process, so that a call's job
+    can ask it a question on the call's stream (elicitation, sampling, roots) and log to it;
+    the jobs themselves are in the database, so a restart loses only the session (the client
+    starts another and finds its job again by its key). `stateless` keeps no session for
+    them either: any replica answers, and a question waits for `tenure_signal`. With
+    `no_auth_tenant` (a loopback host only), no key is asked and every call acts for that
+    tenant."""
     if no_auth_tenant is not None:
         check_loopback(host)
         server = TenureMcp(app, ledger, tenant=no_auth_tenant).server
         return server.streamable_http_app(
-            streamable_http_path="/mcp", stateless_http=True, host=host
+            streamable_http_path="/mcp", stateless_http=stateless, host=host
         )
     server = TenureMcp(app, ledger, tenant=None).server
     return server.streamable_http_app(
         streamable_http_path="/mcp",
-        stateless_http=True,
+        stateless_http=stateless,
         host=host,
         auth=AuthSettings(
             issuer_url=AnyHttpUrl(f"http://{host}:{port}"),
@@ -84,6 +91,7 @@ def run_mcp(
     admin_key_sha256: str | None = None,
     log_level: str = "info",
     no_auth: bool = False,
+    stateless: bool = False,
 ) -> None:
     """Serve until stdin closes (stdio) or SIGINT/SIGTERM (HTTP). `no_auth` (streamable HTTP
     on a loopback host only): no bearer key, every call acts for `tenant`."""
@@ -102,6 +110,7 @@ def run_mcp(
         port=port,
         admin_key_sha256=admin_key_sha256,
         no_auth_tenant=tenant if no_auth else None,
+        stateless=stateless,
     )
     if no_auth:
         emit(log, logging.WARNING, "mcp_without_auth", host=host, tenant=tenant)

@@ -13,16 +13,17 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     CallToolRequestParams,
     CallToolResult,
+    EmptyResult,
     ListToolsResult,
     PaginatedRequestParams,
     RequestParams,
+    SetLevelRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -42,6 +43,7 @@ from tenure.integrations.jobcalls import UNCLAIMED_WARNING, unclaimed, unclaimed
 from tenure.ledger import Ledger, Principal, await_end
 from tenure.ledger.callers import readable, submit_as
 from tenure.logs import emit
+from tenure.mcp.backchannel import LogLevels, Progress, ask_caller
 from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
@@ -55,9 +57,9 @@ from tenure.mcp.tools import (
 )
 from tenure.options import SubmitOptions
 from tenure.principals import Binding
-from tenure.types import Job, JobState, StageStatus
+from tenure.types import Job
 from tenure.validation import check_job_id
-from tenure.waits import awaited_signal, describe_wait, signals_received, wait_state
+from tenure.waits import awaited_signal, signals_received, wait_state
 
 KEY_META = "io.tenure/idempotency-key"
 log = logging.getLogger("tenure")
@@ -117,7 +119,15 @@ class TenureMcp:
         self.server.add_request_handler("tasks/get", TaskParams, self._tasks_get)
         self.server.add_request_handler("tasks/update", UpdateParams, self._tasks_update)
         self.server.add_request_handler("tasks/cancel", TaskParams, self._tasks_cancel)
+        # Protocols before 2026-07-28: the job's progress as log messages at the client's
+        # level (registering the handler declares the logging capability).
+        self.log_levels = LogLevels()
+        self.server.add_request_handler("logging/setLevel", SetLevelRequestParams, self._set_level)
         self.server.extensions[TASKS] = {}
+
+    async def _set_level(self, ctx: Context, params: SetLevelRequestParams) -> Any:
+        self.log_levels.set(_session_key(ctx), params.level)
+        return EmptyResult()
 
     async def _list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> Any:
         listed = [tool.listing() for tool in self.tools.values()]
@@ -131,6 +141,7 @@ class TenureMcp:
         tool = self.tools.get(params.name)
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}")
+        _check_needs(ctx, tool)
         as_task = _declares_tasks(ctx) and tool.task_support != "forbidden"
         if tool.task_support == "required" and not as_task:
             raise _missing_tasks_capability()
@@ -175,7 +186,7 @@ class TenureMcp:
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
         wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
         if not _asks_for_input(ctx):
-            ended = await self._await(ctx, job.id, progress=wants_progress)
+            ended = await self._asked_on_stream(ctx, job, progress=wants_progress)
             return job_result(ended, as_content=tool.returns_content)
         # Responses answer the job's questions as it asks them, those given before it asked
         # included; a response to a question it never asks is ignored.
@@ -193,6 +204,33 @@ class TenureMcp:
                 ctx, job.id, progress=wants_progress, until_input=_asks_besides(answered)
             )
         return job_result(job, as_content=tool.returns_content)
+
+    async def _asked_on_stream(self, ctx: Context, job: Job, *, progress: bool) -> Job:
+        """The job once ended, on a protocol before 2026-07-28: each question it asks goes to
+        the caller as a request on this call's stream, and the answer is the job's signal
+        (stored once: an answer from elsewhere first stands). A question the client cannot
+        answer (no back channel, an undeclared capability, no or a malformed answer) is left
+        to `tenure_signal` or a later call with the key; the call waits on."""
+        put: set[str] = set()
+        while True:
+            job = await self._await(ctx, job.id, progress=progress, until_input=_asks_besides(put))
+            signal = awaited_signal(job)
+            if job.terminal or signal is None:
+                return job
+            put.add(signal)
+            question = input_requests(job, _capabilities(ctx)).get(signal)
+            answer = None
+            if question is not None:
+                answer = await ask_caller(ctx.session, ctx.request_id, question)
+            if answer is None:
+                continue
+            try:
+                payload = signal_payload(job, answer)
+            except InvalidArgument:
+                emit(log, logging.INFO, "question_unanswered", job_id=job.id, reason="malformed")
+                continue
+            with contextlib.suppress(SignalConflict, TerminalJob):
+                await _run(self.ledger.signal, job.id, signal, payload)
 
     async def _resumed(self, caller: Principal, tool: JobTool, state: str, arguments: Any) -> Job:
         """The job a retried call's `requestState` names. It grants nothing the caller's key
@@ -246,7 +284,9 @@ class TenureMcp:
         INPUT_READ_MAX_SECONDS (or PROGRESS_READ_SECONDS, if that is sooner). A job no worker
         has claimed after UNCLAIMED_WARNING seconds is said to be so, once: in the log, and to
         the caller as progress if it asked for progress."""
-        reporter = Progress(ctx.session, self.ledger, job_id)
+        logs = self.log_levels.allows(_session_key(ctx), "info")
+        reporter = Progress(ctx.session, self.ledger, job_id, request_id=ctx.request_id, logs=logs)
+        progress = progress or logs
         if timeout is not None and timeout <= UNCLAIMED_WARNING:
             return await self._await_for(reporter, timeout, progress, until_input)
         job = await self._await_for(reporter, UNCLAIMED_WARNING, progress, until_input)
@@ -369,31 +409,20 @@ class TenureMcp:
         return {}
 
 
-class Progress:
-    """`notifications/progress` for one call: the job's state at once, then a count of finished
-    stages, with words; the stages are read only when the job's step moved on."""
-
-    def __init__(self, session: ServerSession, ledger: Ledger, job_id: str) -> None:
-        self.session, self.ledger, self.job_id = session, ledger, job_id
-        self.step: int | None = None
-        self.done: set[int] = set()
-        self.waiting: str | None = None
-
-    async def seen(self, job: Job) -> None:
-        if self.step is None:
-            await self.session.report_progress(0, None, f"job {job.id} {job.state.value}")
-        elif job.step != self.step:
-            for stage in await _run(self.ledger.stages, self.job_id):
-                if stage.status is StageStatus.DONE and stage.position not in self.done:
-                    self.done.add(stage.position)
-                    text = f"{stage.kind.value} {stage.name} done"
-                    await self.session.report_progress(len(self.done), None, text)
-        self.step = job.step
-        waiting = describe_wait(job.wait) if job.state is JobState.WAITING else None
-        if waiting and waiting != self.waiting:
-            hint = " (send it with tenure_signal)" if awaited_signal(job) else ""
-            await self.session.report_progress(len(self.done), None, f"waiting for {waiting}{hint}")
-        self.waiting = waiting
+def _check_needs(ctx: Context, tool: JobTool) -> None:
+    """-32021 before any job for a tool whose `needs` the client did not declare (a client
+    whose capabilities this request does not show, a stateless one of an earlier protocol, is
+    given the benefit of the doubt: its job's question waits for `tenure_signal`)."""
+    capabilities = _capabilities(ctx)
+    if capabilities is None:
+        return
+    missing = [need for need in tool.needs if getattr(capabilities, need, None) is None]
+    if missing:
+        raise MCPError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"Missing required client capability: {', '.join(missing)}",
+            {"requiredCapabilities": {need: {} for need in missing}},
+        )
 
 
 def _missing_tasks_capability() -> MCPError:
@@ -409,6 +438,14 @@ def _header(ctx: Context, name: str) -> str | None:
     headers = getattr(ctx.request, "headers", None) if ctx.request is not None else None
     value = headers.get(name) if headers is not None else None
     return str(value) if value is not None else None
+
+
+def _session_key(ctx: Context) -> str | None:
+    """The client's session: its `Mcp-Session-Id` over HTTP (None when stateless), the one
+    connection over stdio."""
+    if ctx.request is None:
+        return LogLevels.STDIO
+    return _header(ctx, "mcp-session-id")
 
 
 def _plain(response: Any) -> Any:

@@ -42,6 +42,7 @@ class JobTool:
     output_schema: dict[str, Any] | None = None
     task_support: str = "optional"
     returns_content: bool = False
+    needs: tuple[str, ...] = ()
 
     def listing(self) -> Tool:
         return Tool(
@@ -81,6 +82,7 @@ def job_tools(app: App) -> dict[str, JobTool]:
             output_schema=job_class.output_schema,
             task_support=job_class.task_support,
             returns_content=job_class.returns_content,
+            needs=job_class.needs,
         )
     return tools
 
