@@ -373,7 +373,8 @@ def test_bad_tool_classes_and_a_missing_tenant_are_refused(db_url: str) -> None:
         tenure.App(db_url).job("t", tool=True, description="d", input_schema={"type": "array"})(
             lambda c, p: 1
         )
-    for needs, tool in [(["telepathy"], True), (["sampling"], False), ("sampling ", True)]:
+    needs_cases: list[tuple[Any, bool]] = [(["telepathy"], True), (["sampling"], False)]
+    for needs, tool in [*needs_cases, ("sampling ", True)]:
         with pytest.raises(tenure.InvalidJobClass, match="needs"):
             tenure.App(db_url).job(
                 "t", tool=tool, description="d", input_schema={"type": "object"}, needs=needs
