@@ -175,3 +175,73 @@ def test_a_server_killed_mid_question_asks_again_and_an_earlier_answer_stands(
     late = asyncio.run(call(answered_elsewhere_first, "k-late"))
     assert late.structured_content == {"paid": 0, "answer": {"ok": False}}
     assert len(applied(bank)) == 1
+
+
+def test_a_stateless_server_leaves_the_question_to_tenure_signal_and_a_worker_restart_loses_nothing(
+    ledger: tenure.Ledger,
+    db_url: str,
+    workers: Workers,
+    bank: BankServer,
+    mcp_server: McpServer,
+) -> None:
+    """`tenure mcp --stateless`: no session, so no question on the stream; the call says what
+    its job waits for and holds. Meanwhile the worker is SIGKILLed and another started (the
+    waiting job holds no lease); `tenure_signal` from a second client answers, the call ends
+    with one charge."""
+    acme = ledger.operations.create_tenant("acme")
+    env = {"TENURE_TEST_RECEIVER": bank.url}
+    first = workers.start(db_url, "A", env=env)
+    mcp_server.start_http(None, "--stateless")
+    asked: list[str] = []
+    said: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return APPROVE
+
+    async def told(progress: float, total: float | None, message: str | None) -> None:
+        said.append(message or "")
+
+    async def answer_elsewhere() -> None:
+        job = await anyio.to_thread.run_sync(waiting_job, ledger)
+        first.kill()
+        await anyio.to_thread.run_sync(first.wait)
+        await anyio.to_thread.run_sync(lambda: workers.start(db_url, "B", env=env))
+        memo = {"role": "assistant", "model": "m", "content": {"type": "text", "text": "by signal"}}
+        async with connected(mcp_server.over_http(acme, mode="legacy")) as other:
+            for name, payload in [("approval", {"ok": True}), ("memo", memo)]:
+                await anyio.to_thread.run_sync(waiting_for, ledger, job.id, name)
+                sent = await other.call_tool(
+                    "tenure_signal", {"id": job.id, "name": name, "payload": payload}
+                )
+                assert not sent.is_error, sent
+
+    async def scenario() -> types.CallToolResult:
+        client = mcp_server.over_http(
+            acme, mode="legacy", elicitation_callback=elicit, sampling_callback=sample
+        )
+        async with connected(client) as mcp, anyio.create_task_group() as group:
+            group.start_soon(answer_elsewhere)
+            with anyio.fail_after(90):
+                result = await mcp.call_tool(
+                    "pay_asked", {"amount": 4}, meta=meta({KEY: "k-4"}), progress_callback=told
+                )
+        return result
+
+    result = asyncio.run(scenario())
+    assert not result.is_error, result
+    assert result.structured_content == {"paid": 4, "memo": "by signal", "by": "B"}
+    assert asked == []
+    assert any("send it with tenure_signal" in message for message in said), said
+    job_id = result.meta["io.tenure/job-id"]  # type: ignore[index]
+    assert applied(bank) == Counter({f"tool-job:{job_id}:charge": 1})
+
+
+def waiting_for(ledger: tenure.Ledger, job_id: str, signal: str) -> None:
+    """Returns once the job waits for `signal`."""
+
+    def waits() -> bool:
+        job = ledger.get(job_id)
+        return job.state is JobState.WAITING and job.wait is not None and job.wait.signal == signal
+
+    poll(waits, 30, f"the job to wait for {signal}")

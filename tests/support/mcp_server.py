@@ -38,6 +38,7 @@ class McpServer:
         )
         self.http: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.options: tuple[str, ...] = ()
 
     def stdio(self, *extensions: Any, **options: Any) -> Client:
         """A client that starts the server; `options` are the SDK `Client`'s."""
@@ -52,11 +53,21 @@ class McpServer:
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "tenure.cli", "--db", self.db_url, "mcp", APP]
 
-    def start_http(self, port: int | None = None) -> None:
+    def start_http(self, port: int | None = None, *options: str) -> None:
+        """`tenure mcp --transport streamable-http` on `port` (a free one by default), with
+        more of its command-line `options`."""
+        self.options = options
         self.port = port or free_port()
         log = open(self.folder / "mcp-http.log", "ab")  # noqa: SIM115 - the process keeps it
         self.http = subprocess.Popen(
-            [*self._command(), "--transport", "streamable-http", "--port", str(self.port)],
+            [
+                *self._command(),
+                "--transport",
+                "streamable-http",
+                "--port",
+                str(self.port),
+                *options,
+            ],
             stdout=log,
             stderr=log,
             env=self.env,
@@ -87,7 +98,7 @@ class McpServer:
         assert self.http is not None
         self.http.send_signal(signal.SIGKILL)
         self.http.wait(15)
-        self.start_http(self.port)
+        self.start_http(self.port, *self.options)
 
     def stop(self) -> None:
         if self.http is not None and self.http.poll() is None:
