@@ -199,8 +199,12 @@ def test_a_stateless_server_leaves_the_question_to_tenure_signal_and_a_worker_re
         asked.append(params.message)
         return APPROVE
 
+    hinted = anyio.Event()
+
     async def told(progress: float, total: float | None, message: str | None) -> None:
         said.append(message or "")
+        if "send it with tenure_signal" in (message or ""):
+            hinted.set()
 
     async def answer_elsewhere() -> None:
         job = await anyio.to_thread.run_sync(waiting_job, ledger)
@@ -208,6 +212,8 @@ def test_a_stateless_server_leaves_the_question_to_tenure_signal_and_a_worker_re
         await anyio.to_thread.run_sync(first.wait)
         await anyio.to_thread.run_sync(lambda: workers.start(db_url, "B", env=env))
         memo = {"role": "assistant", "model": "m", "content": {"type": "text", "text": "by signal"}}
+        with anyio.fail_after(30):
+            await hinted.wait()  # the call said what its job waits for, and how to answer
         async with connected(mcp_server.over_http(acme, mode="legacy")) as other:
             for name, payload in [("approval", {"ok": True}), ("memo", memo)]:
                 await anyio.to_thread.run_sync(waiting_for, ledger, job.id, name)

@@ -33,7 +33,8 @@ def submit_as(
         if caller.binding is None:
             raise
         raise IdempotencyConflict(_TAKEN) from None
-    if not created and not caller.may_read(ledger.get(job_id)):
+    # Only a bound key can find a job it may not read (the key is the tenant's own).
+    if not created and caller.binding is not None and not caller.may_read(ledger.get(job_id)):
         raise IdempotencyConflict(_TAKEN)
     return job_id, created
 

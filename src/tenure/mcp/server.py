@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from tenure._version import __version__
-from tenure.app import App
+from tenure.app import NEEDS, App
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -186,7 +186,10 @@ class TenureMcp:
         # The SDK hands `_meta` over with its own key names (progress_token); both spellings.
         wants_progress = any(meta.get(k) is not None for k in ("progress_token", "progressToken"))
         if not _asks_for_input(ctx):
-            ended = await self._asked_on_stream(ctx, job, progress=wants_progress)
+            if _can_be_asked(ctx):
+                ended = await self._asked_on_stream(ctx, job, progress=wants_progress)
+            else:  # nothing to ask it: no statement while the job runs, unless for progress
+                ended = await self._await(ctx, job.id, progress=wants_progress)
             return job_result(ended, as_content=tool.returns_content)
         # Responses answer the job's questions as it asks them, those given before it asked
         # included; a response to a question it never asks is ignored.
@@ -493,6 +496,16 @@ def _asks_for_input(ctx: Context) -> bool:
     """Whether a synchronous call may answer `input_required` (SEP-2322, the 2026 protocol);
     on earlier ones a call whose job waits for a signal holds until the signal comes."""
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _can_be_asked(ctx: Context) -> bool:
+    """Whether a client of a protocol before 2026-07-28 can be asked on the call's stream: it
+    holds a session (stdio, or HTTP with an `Mcp-Session-Id`) and declared a capability a
+    question needs. Only then does a call read its job while it waits, to see a question."""
+    capabilities = _capabilities(ctx)
+    if _session_key(ctx) is None or capabilities is None:
+        return False
+    return any(getattr(capabilities, need, None) is not None for need in NEEDS)
 
 
 def _capabilities(ctx: Context) -> Any:
