@@ -88,7 +88,7 @@ def operations() -> list[Op]:
         ledger.signal(ctx["job"], "go", {"ok": True})
 
     def wait(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:
-        request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signal="go")
+        request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signals=("go",))
         lease_port(ledger).wait_on(ctx["lease"], request)
 
     def spawn(ledger: tenure.Ledger, ctx: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ def park(ledger: tenure.Ledger, count: int) -> None:
     )
     for n, lease in enumerate(leases):
         if n % 2:
-            request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signal="go")
+            request = WaitRequest(0, "signal:go", WaitFor.SIGNAL, signals=("go",))
         else:
             request = WaitRequest(0, "sleep#1", WaitFor.TIMER, seconds=3600)
         assert lease_port(ledger).wait_on(lease, request).suspended

@@ -233,6 +233,45 @@ def input_multi_round(ctx: tenure.JobContext, payload: Any) -> str:
     return f"{name.get('name')} likes {color.get('color')}"
 
 
+@app.job("test_input_required_result_multiple_inputs", tool=True, **ASKING)
+def input_multiple(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks three questions at once: a form, the caller's model and its roots."""
+    answers = ctx.wait_for_all(
+        {
+            "user_name": _form("What is your name?", name="string"),
+            "greeting": tenure.Ask.sample("Generate a greeting", max_tokens=50),
+            "client_roots": tenure.Ask.roots(),
+        },
+        timeout=300,
+    )
+    said, roots = answers["greeting"]["content"].get("text", ""), answers["client_roots"]["roots"]
+    return f"{said} {answers['user_name'].get('name')} ({len(roots)} roots)"
+
+
+@app.job("multi_input", tool=True, input_schema=NO_ARGUMENTS, task_support="required", **QUICK)
+def multi_input(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks two forms at once; the task waits until both are answered, in any order."""
+    form = {"name": "string", "confirm": "boolean"}
+    answers = ctx.wait_for_all(
+        {"first": _form("First input", **form), "second": _form("Second input", **form)},
+        timeout=300,
+    )
+    return " and ".join(str(answers[key].get("name")) for key in ("first", "second"))
+
+
+# SEP-2663's composition: the caller's name is asked first, in a round without a task; the
+# call that answers it makes the task (and the answer is the job's signal).
+USER_NAME = {"user_name": _form("What is your name?", name="string")}
+
+
+@app.job("test_tool_with_task", tool=True, task_support="required", asks_first=USER_NAME,
+         **ASKING)  # fmt: skip
+def tool_with_task(ctx: tenure.JobContext, payload: Any) -> str:
+    """Asks the caller's name before its task, then greets them from the task."""
+    answers = ctx.wait_for_all(USER_NAME, timeout=300)
+    return f"Hello from the task, {answers['user_name'].get('name')}!"
+
+
 # Protocols before 2026-07-28 (tools-call-*, elicitation-sep*): the same `ctx.wait_for(...,
 # ask=...)`, which `tenure mcp` puts to the caller as a request on the call's own stream; its
 # answer is the signal. The job's progress goes out as log messages at the client's level.

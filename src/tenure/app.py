@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Unpack
 
 from tenure import labels as label_rules
+from tenure.asking import Ask
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.options import SubmitKwargs, SubmitOptions, submit_options
 from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
 from tenure.tooltypes import ToolTypes, TypedValue, is_schema_type, tool_types
 from tenure.types import JSON
+from tenure.waits import signal_questions
 
 Handler = Callable[..., Any]
 H = TypeVar("H", bound=Handler)
@@ -74,6 +76,9 @@ class JobClass:
     # The client capabilities its tool cannot work without ("elicitation", "sampling",
     # "roots"): a call from a client that did not declare one is refused before any job.
     needs: tuple[str, ...] = ()
+    # Questions a client of the 2026-07-28 protocol is asked before the job is made (SEP-2322
+    # rounds, then the job or its task); their answers are the job's first signals.
+    asks_first: tuple[tuple[str, Ask], ...] = ()
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -173,6 +178,8 @@ def _check_tool(c: JobClass) -> None:
             f"job class {c.kind!r}: needs names the client capabilities a tool cannot work "
             f"without, of {', '.join(NEEDS)} (and only with tool=True), got {list(c.needs)!r}"
         )
+    if c.asks_first and not c.tool:
+        raise InvalidJobClass(f"job class {c.kind!r}: asks_first is for tools (tool=True)")
     if not c.tool:
         return
     if not isinstance(c.description, str) or not c.description.strip():
@@ -234,6 +241,7 @@ class App:
         task_support: str = "optional",
         returns_content: bool = False,
         needs: list[str] | tuple[str, ...] = (),
+        asks_first: Mapping[str, Ask] | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -255,6 +263,10 @@ class App:
         `needs` names the client capabilities the tool cannot work without ("elicitation",
         "sampling", "roots": what its `tenure.Ask`s ask): a call from a client that did not
         declare one is refused with -32021 before any job is made.
+        `asks_first` ({signal name: `tenure.Ask`}) are questions a client of the 2026-07-28
+        protocol answers before the job is made (an `input_required` round without a task, then
+        the job, or its task, with the answers as its first signals); the handler waits for
+        them as for any signal (`ctx.wait_for_all(...)`), which is how other clients are asked.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -262,6 +274,12 @@ class App:
         def register(handler: H) -> H:
             if kind in self.job_classes:
                 raise InvalidJobClass(f"job class {kind!r} is registered twice")
+            try:
+                first = signal_questions(asks_first) if asks_first is not None else ((), {})
+            except InvalidArgument as exc:
+                raise InvalidJobClass(f"job class {kind!r}: asks_first: {exc}") from None
+            if len(first[1]) != len(first[0]):
+                raise InvalidJobClass(f"job class {kind!r}: every asks_first needs a tenure.Ask")
             if not (input_schema is None or isinstance(input_schema, dict)) and not (
                 is_schema_type(input_schema)
             ):
@@ -300,6 +318,7 @@ class App:
                     task_support=task_support,
                     returns_content=returns_content,
                     needs=(needs,) if isinstance(needs, str) else tuple(needs),
+                    asks_first=tuple(first[1].items()),
                 )
             )
             if self._ledger is not None:  # opened before this class

@@ -26,7 +26,14 @@ from tenure.evidence import DocumentRef
 from tenure.ledger import Ledger
 from tenure.runtime.stage_names import StageNames
 from tenure.types import JSON, CancelReason, Effect, Job, Stage, StageKind, StageStatus
-from tenure.waits import WaitResult, children_value, result_of, signal_value
+from tenure.waits import (
+    WaitResult,
+    children_value,
+    result_of,
+    signal_questions,
+    signal_value,
+    signals_value,
+)
 
 
 @dataclass(slots=True)
@@ -161,6 +168,12 @@ class ReplayContext:
         """Wait for nothing: the recorded signal (or timeout); `ask` is not put again."""
         return signal_value(self._recorded_wait(self._names.signal(name)), name, timeout)
 
+    def wait_for_all(self, questions: Any, timeout: float | None = None) -> Any:
+        """Wait for nothing: the recorded signals (or timeout); no question is put again."""
+        names, _ = signal_questions(questions)
+        outcome = self._recorded_wait(self._names.signals(names))
+        return signals_value(outcome, names, timeout)
+
     def wait_job(self, job: str | list[str], timeout: float | None = None) -> Any:
         """Wait for nothing: the recorded children's results (or failure, or timeout)."""
         outcome = self._recorded_wait(self._names.wait_job())
@@ -171,6 +184,7 @@ class ReplayContext:
         self._recorded_wait(self._names.sleep())
 
     await_for = at_once(wait_for)
+    await_for_all = at_once(wait_for_all)
     aspawn = at_once(spawn)
     await_job = at_once(wait_job)
     asleep = at_once(sleep)

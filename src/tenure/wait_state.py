@@ -29,10 +29,14 @@ class WaitState:
 
     wait_for: WaitFor
     position: int
-    signal: str | None = None
+    signal: str | None = None  # the first signal it still waits for
     jobs: tuple[str, ...] = ()
     until: datetime | None = None
-    ask: Ask | None = None
+    ask: Ask | None = None  # the question for `signal`
+    # Every signal it still waits for (a wait for several takes them as they come), and the
+    # question for each that has one.
+    signals: tuple[str, ...] = ()
+    asks: Mapping[str, Ask] = field(default_factory=dict, compare=False)
     held: bool = False  # held by a tripped rollout, not by a wait of its handler
     # The document as stored: what the HTTP API and the MCP tools show (the wire's shape).
     document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -49,15 +53,19 @@ class WaitState:
             return None
         position = document.get("position")
         position = position if isinstance(position, int) else 0
-        signal = document.get("name")
+        name = document.get("name")
         until = document.get("until")
+        signals, asks = _signals(document, name if isinstance(name, str) else None)
+        signal = signals[0] if signals else None
         return cls(
             wait_for=wait_for,
             position=position,
-            signal=signal if isinstance(signal, str) else None,
+            signal=signal,
             jobs=tuple(str(job) for job in document.get("jobs") or ()),
             until=datetime.fromisoformat(until) if isinstance(until, str) else None,
-            ask=Ask.from_document(document.get("ask")),
+            ask=asks.get(signal) if signal is not None else None,
+            signals=signals,
+            asks=asks,
             held=bool(document.get("held")) or position == HELD_POSITION,
             document=dict(document),
         )
@@ -65,7 +73,9 @@ class WaitState:
     def describe(self) -> str:
         """The condition in words: 'signal approval', '2 child jobs', 'timer', with its
         deadline."""
-        if self.wait_for is WaitFor.SIGNAL:
+        if self.wait_for is WaitFor.SIGNAL and len(self.signals) > 1:
+            text = "signals " + ", ".join(self.signals)
+        elif self.wait_for is WaitFor.SIGNAL:
             text = f"signal {self.signal}"
         elif self.wait_for is WaitFor.JOBS:
             count = len(self.jobs)
@@ -73,3 +83,25 @@ class WaitState:
         else:
             text = "timer"
         return f"{text} until {self.until.isoformat()}" if self.until else text
+
+
+def _signals(
+    document: Mapping[str, Any], name: str | None
+) -> tuple[tuple[str, ...], dict[str, Ask]]:
+    """The signals a wait still waits for and their questions: a wait for one keeps its
+    `name` and `ask`; a wait for several its `pending` names (each signal stored removes its
+    own, in the same statement) and its `asks` by name."""
+    pending = document.get("pending")
+    if isinstance(pending, list):
+        signals = tuple(str(each) for each in pending)
+        stored = document.get("asks")
+        asks = {
+            str(key): ask
+            for key, value in (stored.items() if isinstance(stored, dict) else ())
+            if (ask := Ask.from_document(value)) is not None
+        }
+        return signals, asks
+    ask = Ask.from_document(document.get("ask"))
+    if name is None:
+        return (), {}
+    return (name,), ({name: ask} if ask is not None else {})

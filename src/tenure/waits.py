@@ -5,7 +5,7 @@ settled wait gave the handler (`WaitResult`: `Signalled`, `ChildrenEnded`, `Time
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,31 +13,42 @@ from typing import Any
 from tenure.asking import Ask
 from tenure.errors import ChildFailed, InvalidArgument, WaitTimeout
 from tenure.types import JSON, Event, EventType, Job, JobState
+from tenure.validation import check_name
 from tenure.wait_state import WaitFor, WaitState
 
 # A job a tripped `hold` rollout holds waits for this signal (`tenure rollouts release`).
 HELD_SIGNAL = "release"
 FAILED_STATES = frozenset({JobState.FAILED, JobState.CANCELLED})
 ENDED_STATES = frozenset({JobState.SUCCEEDED, *FAILED_STATES})
+# A wait for several signals keeps their names and questions in the job's row.
+MAX_SIGNALS_AT_ONCE = 16
 
 
 @dataclass(frozen=True, slots=True)
 class WaitRequest:
     """One wait of a handler: the stage at `position` named `name`.
 
+    `signals` are the signals it waits for: one (`wait_for`), or several taken as they come
+    (`together`, `wait_for_all`: settled once all are stored, its value a dict by name);
     `seconds` is a timer's length or a wait's timeout (None: no timeout); `until` is the
-    deadline an earlier suspend of this same wait fixed (a resumed wait keeps it); `ask` is the
-    question put to an MCP caller for the signal.
+    deadline an earlier suspend of this same wait fixed (a resumed wait keeps it); `asks` are
+    the questions put to an MCP caller for the signals, by name.
     """
 
     position: int
     name: str
     wait_for: WaitFor
-    signal: str | None = None
+    signals: tuple[str, ...] = ()
     jobs: tuple[str, ...] = ()
     seconds: float | None = None
     until: datetime | None = None
-    ask: Ask | None = None
+    asks: Mapping[str, Ask] = field(default_factory=dict)
+    together: bool = False
+
+    @property
+    def signal(self) -> str | None:
+        """The signal a wait for one waits for (the first of several)."""
+        return self.signals[0] if self.signals else None
 
     @property
     def detail(self) -> dict[str, Any]:
@@ -56,10 +67,17 @@ def awaited_signal(job: Job) -> str | None:
     return state.signal if state is not None and state.wait_for is WaitFor.SIGNAL else None
 
 
-def awaited_ask(job: Job) -> Ask | None:
-    """The question a job waiting for a signal puts to its caller, if its handler gave one."""
+def awaited_signals(job: Job) -> tuple[str, ...]:
+    """Every signal a waiting job still waits for (a wait for several drops each as it is
+    stored), in the order its handler named them."""
     state = wait_state(job)
-    return state.ask if state is not None and state.wait_for is WaitFor.SIGNAL else None
+    return state.signals if state is not None and state.wait_for is WaitFor.SIGNAL else ()
+
+
+def awaited_ask(job: Job, signal: str) -> Ask | None:
+    """The question a job waiting for `signal` puts to its caller, if its handler gave one."""
+    state = wait_state(job)
+    return state.asks.get(signal) if state is not None else None
 
 
 def signals_received(events: Iterable[Event]) -> list[str]:
@@ -170,6 +188,37 @@ def signal_value(result: WaitResult, name: str, timeout: float | None) -> JSON:
     raise WaitTimeout(f"signal {name!r} did not arrive within {timeout or 0:g}s")
 
 
+def signals_value(
+    result: WaitResult, names: tuple[str, ...], timeout: float | None
+) -> dict[str, JSON]:
+    """What `wait_for_all` returns for a settled wait: the payloads by name, or
+    `WaitTimeout`."""
+    if isinstance(result, Signalled) and isinstance(result.payload, dict):
+        return result.payload
+    raise WaitTimeout(f"signals {', '.join(names)} did not all arrive within {timeout or 0:g}s")
+
+
+def signal_questions(questions: Any) -> tuple[tuple[str, ...], dict[str, Ask]]:
+    """The names and questions of a wait for several signals (`wait_for_all`), checked: a
+    mapping of 1 to MAX_SIGNALS_AT_ONCE signal names to a `tenure.Ask` or None."""
+    if not isinstance(questions, Mapping) or not questions:
+        raise InvalidArgument(
+            "wait_for_all takes a non-empty mapping of signal names to a tenure.Ask or None"
+        )
+    if len(questions) > MAX_SIGNALS_AT_ONCE:
+        raise InvalidArgument(
+            f"wait_for_all waits for at most {MAX_SIGNALS_AT_ONCE} signals, got {len(questions)}"
+        )
+    names = tuple(check_name(name, "signal name") for name in questions)
+    asks: dict[str, Ask] = {}
+    for name, ask in zip(names, questions.values(), strict=True):
+        if ask is not None and not isinstance(ask, Ask):
+            raise InvalidArgument(f"the question for {name!r} must be a tenure.Ask or None")
+        if ask is not None:
+            asks[name] = ask
+    return names, asks
+
+
 def children_value(result: WaitResult, single: bool, timeout: float | None) -> JSON:
     """What `wait_job` returns for a settled wait: the result (or the list of results), or
     `ChildFailed` for a child that failed or was cancelled, or `WaitTimeout`."""
@@ -185,21 +234,22 @@ def children_value(result: WaitResult, single: bool, timeout: float | None) -> J
 def decide(
     request: WaitRequest,
     now: datetime,
-    signal: Sequence[JSON],
+    signals: Mapping[str, JSON],
     children: Sequence[ChildEnd],
 ) -> tuple[WaitOutcome, datetime | None]:
     """The wait's outcome at `now` (settled, refused for strangers, or suspended) and its
     deadline: what every store decides inside the wait's transaction.
 
-    `signal` holds the stored payload if the awaited signal exists; `children` the awaited
-    jobs the store found among the job's children. A child that failed or was cancelled
-    settles the wait at once (its parent raises `ChildFailed`).
+    `signals` holds the stored payloads of the awaited signals that exist, by name;
+    `children` the awaited jobs the store found among the job's children. A child that failed
+    or was cancelled settles the wait at once (its parent raises `ChildFailed`).
     """
     until = request.until
     if until is None and request.seconds is not None:
         until = now + timedelta(seconds=request.seconds)
-    if request.wait_for is WaitFor.SIGNAL and signal:
-        return WaitOutcome(Signalled(signal[0])), until
+    names = request.signals
+    if request.wait_for is WaitFor.SIGNAL and names and all(n in signals for n in names):
+        return WaitOutcome(_signalled(request, signals)), until
     if request.wait_for is WaitFor.JOBS:
         found = {child.id: child for child in children}
         strangers = tuple(job for job in request.jobs if job not in found)
@@ -215,14 +265,31 @@ def decide(
     return WaitOutcome(None), until
 
 
-def wait_document(request: WaitRequest, until: datetime | None) -> dict[str, Any]:
-    """The job's `wait` column while it waits: ids, names and times, and the question the
-    handler chose to put to its caller (see `waited_event`)."""
+def _signalled(request: WaitRequest, signals: Mapping[str, JSON]) -> Signalled:
+    """A settled signal wait: the payload, or for several (`together`) the payloads by name."""
+    if request.together:
+        return Signalled({name: signals[name] for name in request.signals})
+    return Signalled(signals[request.signals[0]])
+
+
+def wait_document(
+    request: WaitRequest, until: datetime | None, received: Collection[str] = ()
+) -> dict[str, Any]:
+    """The job's `wait` column while it waits: ids, names and times, and the questions the
+    handler chose to put to its caller (see `waited_event`). A wait for several signals keeps
+    the names not yet `received` as `pending`: a signal's statement drops its own name and
+    wakes the job when none is left."""
     document: dict[str, Any] = {"for": request.wait_for.value, "position": request.position}
-    if request.signal is not None:
+    if request.together:
+        document["names"] = list(request.signals)
+        document["pending"] = [name for name in request.signals if name not in received]
+        if request.asks:
+            document["asks"] = {name: ask.document() for name, ask in request.asks.items()}
+    elif request.signal is not None:
         document["name"] = request.signal
-    if request.ask is not None:
-        document["ask"] = request.ask.document()
+        ask = request.asks.get(request.signal)
+        if ask is not None:
+            document["ask"] = ask.document()
     if request.jobs:
         document["jobs"] = list(request.jobs)
     if until is not None:
@@ -231,8 +298,10 @@ def wait_document(request: WaitRequest, until: datetime | None) -> dict[str, Any
 
 
 def waited_event(document: dict[str, Any]) -> dict[str, Any]:
-    """The `job_waiting` event's view of the wait: the question's method, never its words."""
-    shown = {key: value for key, value in document.items() if key != "ask"}
+    """The `job_waiting` event's view of the wait: the questions' methods, never their words."""
+    shown = {key: value for key, value in document.items() if key not in ("ask", "asks")}
     if "ask" in document:
         shown["ask"] = document["ask"]["method"]
+    if "asks" in document:
+        shown["asks"] = {name: ask["method"] for name, ask in document["asks"].items()}
     return shown

@@ -147,7 +147,7 @@ def test_metrics_count_waiting_jobs_by_kind(ledger: tenure.Ledger) -> None:
         ledger.submit("approval", {})
     for lease in lease_port(ledger).claim_many("w", kinds=["approval"], limit=2, lease_seconds=30):
         lease_port(ledger).wait_on(
-            lease, WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signal="approval")
+            lease, WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signals=("approval",))
         )
     with LiveServer(ledger) as server, server.client() as client:
         text = client.get("/metrics").text

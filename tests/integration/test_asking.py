@@ -101,10 +101,10 @@ def test_a_waiting_job_keeps_its_question_and_events_keep_only_its_method(
     bad_id = ledger.submit("asks_badly", {})
     with tenure.Worker(app, poll_interval=0.05):
         held = waiting(ledger, job_id)
-        ask = awaited_ask(held)
+        ask = awaited_ask(held, "answer")
         assert ask == tenure.Ask.form("Secret question?", SCHEMA)
         assert input_requests(held, None) == {"answer": ask.document()}
-        payload = signal_payload(held, {"action": "accept", "content": {"ok": True}})
+        payload = signal_payload(held, "answer", {"action": "accept", "content": {"ok": True}})
         ledger.signal(job_id, "answer", payload)
         done = ended(ledger, job_id)
         refused = ended(ledger, bad_id)

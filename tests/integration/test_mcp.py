@@ -379,6 +379,20 @@ def test_bad_tool_classes_and_a_missing_tenant_are_refused(db_url: str) -> None:
             tenure.App(db_url).job(
                 "t", tool=tool, description="d", input_schema={"type": "object"}, needs=needs
             )(lambda c, p: 1)
+    form = tenure.Ask.form("Sure?")
+    asks_first_cases: list[tuple[Any, bool, str]] = [
+        ({"ok": form}, False, "asks_first is for tools"),
+        ({"ok": None}, True, "every asks_first needs a tenure.Ask"),
+        ({}, True, "non-empty mapping"),
+        ({"bad\x00": form}, True, "signal name"),
+        ({"ok": "Sure?"}, True, "must be a tenure.Ask"),
+    ]
+    for asks_first, tool, message in asks_first_cases:
+        with pytest.raises(tenure.InvalidJobClass, match=message):
+            tenure.App(db_url).job(
+                "t", tool=tool, description="d", input_schema={"type": "object"},
+                asks_first=asks_first,
+            )(lambda c, p: 1)  # fmt: skip
     from tenure.mcp import TenureMcp
 
     app = tenure.App(db_url)

@@ -52,6 +52,7 @@ FIXTURES = {
     "test_tool_with_logging", "test_sampling", "test_elicitation",
     "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
     "test_logging_tool", "test_streaming_elicitation", "test_missing_capability",
+    "test_input_required_result_multiple_inputs", "multi_input", "test_tool_with_task",
 }  # fmt: skip
 
 

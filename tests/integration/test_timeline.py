@@ -141,7 +141,7 @@ def test_events_say_which_timeline_wrote_them(ledger: tenure.Ledger, backend: st
 def test_a_wait_is_a_gap_between_lanes_and_a_cancel_ends_the_lane(ledger: tenure.Ledger) -> None:
     job_id = ledger.submit("invoice", {})
     before = _claim(ledger, "w1", 30)
-    request = WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signal="approval")
+    request = WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signals=("approval",))
     assert lease_port(ledger).wait_on(before, request).suspended
     ledger.signal(job_id, "approval", {"ok": True})
     after = _claim(ledger, "w2", 30)
@@ -247,7 +247,7 @@ def test_an_expired_lease_no_claim_took_is_expired_not_running(ledger: tenure.Le
 def test_a_cancel_while_waiting_ends_no_lane_but_the_wait(ledger: tenure.Ledger) -> None:
     job_id = ledger.submit("invoice", {})
     lease = _claim(ledger, "w1", 30)
-    request = WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signal="approval")
+    request = WaitRequest(0, "signal:approval", WaitFor.SIGNAL, signals=("approval",))
     assert lease_port(ledger).wait_on(lease, request).suspended
     ledger.cancel(job_id)
     timeline = read_timeline(ledger, job_id)

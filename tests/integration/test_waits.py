@@ -255,7 +255,7 @@ def test_a_stale_owner_cannot_suspend(ledger: tenure.Ledger) -> None:
     poll(lambda: ledger.now() > stale.lease_until, 10, "the lease to expire")
     fresh = ledger.claim("w2", kinds=["k"], lease_seconds=30)
     assert fresh is not None and fresh.token > stale.token
-    request = WaitRequest(0, "signal:x", WaitFor.SIGNAL, signal="x")
+    request = WaitRequest(0, "signal:x", WaitFor.SIGNAL, signals=("x",))
     with pytest.raises(LeaseLost):
         lease_port(ledger).wait_on(stale, request)
     job = ledger.get(job_id)

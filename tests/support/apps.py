@@ -405,3 +405,37 @@ def handbook_recheck(principal: str | None, refs: list[tenure.DocumentRef]) -> l
 def ask_handbook(ctx: tenure.JobContext, payload: Any) -> Any:
     """The documents the job's principal may read (retrieved, so recorded as evidence)."""
     return [ref.source for ref in ctx.retrieve("handbook", "plans")]
+
+
+@app.job("pay_asked_at_once", tool=True, description="Ask the caller and its model at once, "
+         "then pay.", input_schema=AMOUNT, **FAST)  # fmt: skip
+def pay_asked_at_once(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Two questions in one round (`wait_for_all`): answered together or one by one."""
+    answers = ctx.wait_for_all(
+        {"approval": APPROVAL_FORM, "memo": tenure.Ask.sample("A memo line?", max_tokens=20)},
+        timeout=300,
+    )
+    if answers["approval"] != {"ok": True}:
+        return {"paid": 0, "answer": answers["approval"]}
+    receipt = ctx.effect(
+        "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+    )
+    memo = answers["memo"]["content"]["text"]
+    return {"paid": receipt["amount_cents"], "memo": memo, "by": NAME}
+
+
+APPROVED_FIRST = {"approval": APPROVAL_FORM}
+
+
+@app.job("pay_approved_first", tool=True, description="Ask for an approval before the job, "
+         "then pay.", input_schema=AMOUNT, asks_first=APPROVED_FIRST, **FAST)  # fmt: skip
+def pay_approved_first(ctx: tenure.JobContext, payload: Any) -> Any:
+    """The approval is asked before the job is made (`asks_first`) on the 2026 protocol, and
+    by the job's own wait on the others."""
+    approval = ctx.wait_for_all(APPROVED_FIRST, timeout=300)["approval"]
+    if approval != {"ok": True}:
+        return {"paid": 0, "answer": approval}
+    receipt = ctx.effect(
+        "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
+    )
+    return {"paid": receipt["amount_cents"], "by": NAME}

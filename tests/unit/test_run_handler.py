@@ -455,3 +455,16 @@ def test_a_stage_past_its_timeout_on_the_fake_clock_is_stopped_by_the_lease_keep
     first = run.calls[0]
     assert first.cancel_reason is tenure.CancelReason.STAGE_TIMEOUT
     assert isinstance(first.raised, JobCancelled) and first.outcome == "retried"
+
+
+def test_a_wait_for_several_signals_takes_those_given_and_waits_for_the_rest() -> None:
+    def asks(ctx: tenure.JobContext, payload: Any) -> Any:
+        return ctx.wait_for_all({"approval": None, "memo": None})
+
+    partly = run_handler(asks, {}, signals={"approval": {"ok": True}})
+    assert partly.state is JobState.WAITING
+    assert partly.waiting is not None and partly.waiting.signals == ("memo",)
+    both = run_handler(asks, {}, signals={"approval": {"ok": True}, "memo": "m"})
+    assert both.state is JobState.SUCCEEDED
+    assert both.result == {"approval": {"ok": True}, "memo": "m"}
+    assert len(both.calls) == 2  # suspended once, resumed once

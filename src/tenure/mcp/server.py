@@ -44,6 +44,7 @@ from tenure.ledger import Ledger, Principal, await_end
 from tenure.ledger.callers import readable, submit_as
 from tenure.logs import emit
 from tenure.mcp.backchannel import LogLevels, Progress, ask_caller
+from tenure.mcp.first_round import FirstRound, first_round, names_first_round
 from tenure.mcp.tasks import TASKS, input_requests, signal_payload, task_of
 from tenure.mcp.tools import (
     OWN_TOOLS,
@@ -57,9 +58,9 @@ from tenure.mcp.tools import (
 )
 from tenure.options import SubmitOptions
 from tenure.principals import Binding
-from tenure.types import Job
+from tenure.types import JSON, Job
 from tenure.validation import check_job_id
-from tenure.waits import awaited_signal, signals_received, wait_state
+from tenure.waits import awaited_signals, signals_received, wait_state
 
 KEY_META = "io.tenure/idempotency-key"
 log = logging.getLogger("tenure")
@@ -148,7 +149,16 @@ class TenureMcp:
         errors = tool.argument_errors(arguments)
         if errors:
             return error_result("invalid arguments, no job was made: " + "; ".join(errors))
-        job = await self._call_job(caller, tool, params, arguments)
+        first = None
+        if tool.asks_first and _asks_for_input(ctx) and names_first_round(params.request_state):
+            responses = {k: _plain(v) for k, v in (params.input_responses or {}).items()}
+            try:
+                first = first_round(tool, _capabilities(ctx), responses, params.request_state)
+            except InvalidArgument as exc:
+                raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
+            if first.questions:  # answered before any job is made
+                return first.input_required()
+        job = await self._call_job(caller, tool, params, arguments, first)
         if not isinstance(job, Job):
             return job
         if as_task:
@@ -156,16 +166,22 @@ class TenureMcp:
         return await self._sync_answer(ctx, tool, job, params)
 
     async def _call_job(
-        self, caller: Principal, tool: JobTool, params: CallToolRequestParams, arguments: Any
+        self,
+        caller: Principal,
+        tool: JobTool,
+        params: CallToolRequestParams,
+        arguments: Any,
+        first: FirstRound | None = None,
     ) -> Job | CallToolResult:
         """The call's job: the one its `requestState` names, or the one it submits or finds
-        by its key (a tool error when no job can be made)."""
-        if params.request_state is not None:
+        by its key (a tool error when no job can be made); after questions asked first, with
+        their answers sent as its signals."""
+        if params.request_state is not None and first is None:
             return await self._resumed(caller, tool, params.request_state, arguments)
         meta: dict[str, Any] = dict(params.meta or {})  # checked by the submit
         try:
             options = SubmitOptions(
-                idempotency_key=meta.get(KEY_META),
+                idempotency_key=meta.get(KEY_META, first.key if first else None),
                 tenant=caller.submits_as,
                 max_attempts=tool.max_attempts,
                 principal=meta.get(PRINCIPAL_META),
@@ -174,6 +190,9 @@ class TenureMcp:
         # A bad key, a payload too large, a principal the key is not bound to.
         except (IdempotencyConflict, InvalidArgument, PrincipalNotAllowed) as exc:
             return error_result(str(exc))
+        for name, payload in (first.answers if first else {}).items():
+            with contextlib.suppress(SignalConflict):  # answered before: the first stands
+                await _run(self.ledger.signal, job_id, name, payload)
         # The job is committed: a tasks/get for this id resolves from here on.
         return await _run(self.ledger.get, job_id)
 
@@ -196,13 +215,11 @@ class TenureMcp:
         responses = params.input_responses or {}
         answered: set[str] = set()
         while not job.terminal:
-            name = await self._answer(job, responses)
-            awaited = awaited_signal(job)
-            if name is None and awaited is not None:
-                if not await self._received(job.id, awaited):
-                    return _input_required(job, _capabilities(ctx))
-                name = awaited  # sent by someone else (tenure_signal): the job resumes
-            answered.update([name] if name else [])
+            answered |= await self._answer(job, responses)
+            missing = await self._missing(job)
+            if missing:  # a wait for several answered in part asks again for the rest
+                return _input_required(job, _capabilities(ctx), missing)
+            answered.update(awaited_signals(job))  # sent by this call or someone else
             job = await self._await(
                 ctx, job.id, progress=wants_progress, until_input=_asks_besides(answered)
             )
@@ -217,23 +234,31 @@ class TenureMcp:
         put: set[str] = set()
         while True:
             job = await self._await(ctx, job.id, progress=progress, until_input=_asks_besides(put))
-            signal = awaited_signal(job)
-            if job.terminal or signal is None:
+            pending = [signal for signal in awaited_signals(job) if signal not in put]
+            if job.terminal or not pending:
                 return job
-            put.add(signal)
-            question = input_requests(job, _capabilities(ctx)).get(signal)
-            answer = None
-            if question is not None:
-                answer = await ask_caller(ctx.session, ctx.request_id, question)
-            if answer is None:
-                continue
-            try:
-                payload = signal_payload(job, answer)
-            except InvalidArgument:
-                emit(log, logging.INFO, "question_unanswered", job_id=job.id, reason="malformed")
-                continue
-            with contextlib.suppress(SignalConflict, TerminalJob):
-                await _run(self.ledger.signal, job.id, signal, payload)
+            questions = input_requests(job, _capabilities(ctx))
+            for signal in pending:  # several questions of one wait: one after another
+                put.add(signal)
+                await self._ask_on_stream(ctx, job, signal, questions.get(signal))
+
+    async def _ask_on_stream(
+        self, ctx: Context, job: Job, signal: str, question: dict[str, Any] | None
+    ) -> None:
+        """Put one question to the caller and send its answer as the job's signal; no
+        question (an undeclared capability), no answer or a malformed one sends nothing."""
+        answer = None
+        if question is not None:
+            answer = await ask_caller(ctx.session, ctx.request_id, question)
+        if answer is None:
+            return
+        try:
+            payload = signal_payload(job, signal, answer)
+        except InvalidArgument:
+            emit(log, logging.INFO, "question_unanswered", job_id=job.id, reason="malformed")
+            return
+        with contextlib.suppress(SignalConflict, TerminalJob):
+            await _run(self.ledger.signal, job.id, signal, payload)
 
     async def _resumed(self, caller: Principal, tool: JobTool, state: str, arguments: Any) -> Job:
         """The job a retried call's `requestState` names. It grants nothing the caller's key
@@ -251,25 +276,31 @@ class TenureMcp:
             )
         return job
 
-    async def _received(self, job_id: str, name: str) -> bool:
-        """Whether the job has its signal `name` (a job a signal woke says it waits until a
-        worker takes it up again)."""
-        return name in signals_received(await _run(self.ledger.events, job_id))
+    async def _missing(self, job: Job) -> list[str]:
+        """The signals the job waits for that are not stored yet (a job a signal woke says it
+        waits until a worker takes it up again)."""
+        awaited = awaited_signals(job)
+        if not awaited:
+            return []
+        received = set(signals_received(await _run(self.ledger.events, job.id)))
+        return [name for name in awaited if name not in received]
 
-    async def _answer(self, job: Job, responses: dict[str, Any]) -> str | None:
-        """Send the signal the job waits for, if the responses answer it (its name); other
-        responses are ignored."""
-        awaited = awaited_signal(job)
-        if awaited is None or awaited not in responses:
-            return None
+    async def _answer(self, job: Job, responses: dict[str, Any]) -> set[str]:
+        """Send the signals the job waits for that the responses answer (by name), and return
+        their names; other responses are ignored. Every answer is checked before any is sent:
+        one malformed refuses them all."""
+        payloads: dict[str, JSON] = {}
         try:
-            payload = signal_payload(job, _plain(responses[awaited]))
-            # Answered already, differently: the first answer stands.
-            with contextlib.suppress(SignalConflict):
-                await _run(self.ledger.signal, job.id, awaited, payload)
+            for signal in awaited_signals(job):
+                if signal in responses:
+                    payloads[signal] = signal_payload(job, signal, _plain(responses[signal]))
+            for signal, payload in payloads.items():
+                # Answered already, differently: the first answer stands.
+                with contextlib.suppress(SignalConflict):
+                    await _run(self.ledger.signal, job.id, signal, payload)
         except InvalidArgument as exc:  # a malformed, too large or NUL-holding answer
             raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
-        return awaited
+        return set(payloads)
 
     async def _await(
         self,
@@ -464,22 +495,22 @@ def _asks_besides(answered: set[str]) -> Callable[[Job], bool]:
     woke says it waits until a worker takes it up again)."""
 
     def asks(job: Job) -> bool:
-        awaited = awaited_signal(job)
-        return awaited is not None and awaited not in answered
+        return any(signal not in answered for signal in awaited_signals(job))
 
     return asks
 
 
-def _input_required(job: Job, capabilities: Any) -> dict[str, Any]:
-    """SEP-2322: the call's job waits for a signal; the client answers its question by
-    calling again with `inputResponses` and this `requestState`: the job's id and the stage
-    that waits (a new one each round). Without a question it can answer, the client polls
-    with the state while someone else signals."""
+def _input_required(job: Job, capabilities: Any, missing: list[str]) -> dict[str, Any]:
+    """SEP-2322: the call's job waits for signals (`missing`: those not stored yet); the
+    client answers their questions by calling again with `inputResponses` and this
+    `requestState`: the job's id and the stage that waits (a new one each round). Without a
+    question it can answer, the client polls with the state while someone else signals."""
     state = wait_state(job)
     stage = state.position if state is not None else 0
+    asked = input_requests(job, capabilities)
     return {
         "resultType": "input_required",
-        "inputRequests": input_requests(job, capabilities),
+        "inputRequests": {name: asked[name] for name in missing if name in asked},
         "requestState": f"{STATE_PREFIX}{job.id}:{stage}",
     }
 

@@ -1,8 +1,9 @@
 """SEP-2663 (`io.modelcontextprotocol/tasks`) over tenure jobs: the task id is the job id and
 the task's state is read from the job, so a task lives as long as its job, across restarts of
-`tenure mcp` and on any replica. A job waiting for a signal is `input_required`, with one input
-request per awaited signal (its handler's `tenure.Ask`); `tasks/update` answers it by sending
-the signal. A synchronous call answers the same way (SEP-2322), see `server.py`."""
+`tenure mcp` and on any replica. A job waiting for signals is `input_required`, with one input
+request per signal still to come (its handler's `tenure.Ask`); `tasks/update` answers any of
+them by sending their signals. A synchronous call answers the same way (SEP-2322), see
+`server.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tenure.asking import CAPABILITY, Ask
 from tenure.errors import InvalidArgument
 from tenure.mcp.tools import job_result
 from tenure.types import JSON, Job, JobState
-from tenure.waits import awaited_ask, awaited_signal, describe_wait
+from tenure.waits import awaited_ask, awaited_signal, awaited_signals, describe_wait
 
 TASKS = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS = 500
@@ -87,30 +88,29 @@ def _message(job: Job) -> str:
 
 
 def input_requests(job: Job, capabilities: Any) -> dict[str, Any]:
-    """The input a job waiting for a signal asks of its caller, keyed by the signal's name:
-    its handler's question (`tenure.Ask`), or a form naming the signal. A question whose
-    method the client did not declare is left out (the job still waits: `tenure_signal` or
-    another client may answer it)."""
-    signal = awaited_signal(job)
-    if signal is None:
-        return {}
-    ask = _ask(job, signal)
-    if capabilities is not None and getattr(capabilities, CAPABILITY[ask.method], None) is None:
-        return {}
-    return {signal: ask.document()}
+    """The input a job waiting for signals asks of its caller, keyed by each signal's name (a
+    wait for several lists those still to come): its handler's question (`tenure.Ask`), or a
+    form naming the signal. A question whose method the client did not declare is left out
+    (the job still waits: `tenure_signal` or another client may answer it)."""
+    requests: dict[str, Any] = {}
+    for signal in awaited_signals(job):
+        ask = _ask(job, signal)
+        if capabilities is None or getattr(capabilities, CAPABILITY[ask.method], None):
+            requests[signal] = ask.document()
+    return requests
 
 
-def signal_payload(job: Job, response: Any) -> JSON:
-    """The signal an input response to the job's question sends (see `Ask.answer`); raises
-    `InvalidArgument` for a response of the wrong shape: nothing is sent."""
-    signal = awaited_signal(job)
-    if signal is None:
-        raise InvalidArgument(f"job {job.id} waits for no signal")
+def signal_payload(job: Job, signal: str, response: Any) -> JSON:
+    """The signal an input response to the job's question for `signal` sends (see
+    `Ask.answer`); raises `InvalidArgument` for a response of the wrong shape, or for a signal
+    the job does not wait for: nothing is sent."""
+    if signal not in awaited_signals(job):
+        raise InvalidArgument(f"job {job.id} waits for no signal {signal!r}")
     return cast(JSON, _ask(job, signal).answer(response))
 
 
 def _ask(job: Job, signal: str) -> Ask:
-    asked = awaited_ask(job)
+    asked = awaited_ask(job, signal)
     if asked is not None:
         return asked
     return Ask.form(f"job {job.id} ({job.kind}) waits for the signal {signal!r}")

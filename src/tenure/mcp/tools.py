@@ -12,6 +12,7 @@ from mcp_types import CallToolResult, ContentBlock, TextContent, Tool
 from pydantic import TypeAdapter, ValidationError
 
 from tenure.app import App
+from tenure.asking import Ask
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.integrations.arguments import argument_problems, schema_validator
 from tenure.integrations.jobcalls import ended_message, result_text
@@ -43,6 +44,7 @@ class JobTool:
     task_support: str = "optional"
     returns_content: bool = False
     needs: tuple[str, ...] = ()
+    asks_first: tuple[tuple[str, Ask], ...] = ()
 
     def listing(self) -> Tool:
         return Tool(
@@ -83,6 +85,7 @@ def job_tools(app: App) -> dict[str, JobTool]:
             task_support=job_class.task_support,
             returns_content=job_class.returns_content,
             needs=job_class.needs,
+            asks_first=job_class.asks_first,
         )
     return tools
 

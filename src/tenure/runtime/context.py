@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,7 +50,9 @@ from tenure.waits import (
     WaitResult,
     children_value,
     result_of,
+    signal_questions,
     signal_value,
+    signals_value,
 )
 
 if TYPE_CHECKING:
@@ -271,10 +273,27 @@ class JobContext:
         seconds = _timeout(timeout)
         if ask is not None and not isinstance(ask, Ask):
             raise InvalidArgument(f"ask must be a tenure.Ask, got {type(ask).__name__}")
+        asks = {name: ask} if ask is not None else {}
         outcome = self._wait(
-            self._names.signal(name), WaitFor.SIGNAL, seconds, signal=name, ask=ask
+            self._names.signal(name), WaitFor.SIGNAL, seconds, signals=(name,), asks=asks
         )
         return signal_value(outcome, name, seconds)
+
+    def wait_for_all(
+        self, questions: Mapping[str, Ask | None], timeout: float | None = None
+    ) -> dict[str, JSON]:
+        """Several signals at once, by name: the payload of each, once all are stored. Each
+        is taken as it comes (an MCP caller may answer some questions now and the rest later);
+        the job is woken only when the last arrives. `questions` maps each signal's name to
+        the `tenure.Ask` put to the caller for it (None: no question). Past `timeout` seconds
+        raises `WaitTimeout` (the signals that came stay stored: a later wait takes them)."""
+        names, asks = signal_questions(questions)
+        seconds = _timeout(timeout)
+        outcome = self._wait(
+            self._names.signals(names), WaitFor.SIGNAL, seconds, signals=names, asks=asks,
+            together=True,
+        )  # fmt: skip
+        return signals_value(outcome, names, seconds)
 
     def spawn(
         self,
@@ -335,6 +354,7 @@ class JobContext:
         self._wait(self._names.sleep(), WaitFor.TIMER, length)
 
     await_for = on_a_thread(wait_for)
+    await_for_all = on_a_thread(wait_for_all)
     aspawn = on_a_thread(spawn)
     await_job = on_a_thread(wait_job)
     asleep = on_a_thread(sleep)
@@ -345,9 +365,10 @@ class JobContext:
         wait_for: WaitFor,
         seconds: float | None,
         *,
-        signal: str | None = None,
+        signals: tuple[str, ...] = (),
         jobs: tuple[str, ...] = (),
-        ask: Ask | None = None,
+        asks: Mapping[str, Ask] | None = None,
+        together: bool = False,
     ) -> WaitResult:
         """Replay a recorded wait, or settle it now, or suspend the job (raise `Suspended`)."""
         position, recorded = self._next_stage(name, StageKind.WAIT)
@@ -358,7 +379,9 @@ class JobContext:
             waited = self._run.lease.wait
             if waited is not None and waited.position == position:
                 until = waited.until  # a resumed wait keeps the deadline it had
-        request = WaitRequest(position, name, wait_for, signal, jobs, seconds, until, ask)
+        request = WaitRequest(
+            position, name, wait_for, signals, jobs, seconds, until, asks or {}, together
+        )
         renewing, self._run.renewing = self._run.renewing, False  # a racing renewal is refused
         suspended = False
         try:

@@ -29,6 +29,10 @@ class StageNames:
     def signal(name: str) -> str:
         return f"signal:{name}"
 
+    @staticmethod
+    def signals(names: tuple[str, ...]) -> str:
+        return "signals:" + ",".join(names)
+
     def wait_job(self) -> str:
         return f"wait_job#{self._next('wait_job')}"
 

@@ -246,11 +246,13 @@ class SqlStore(SqlEvidence, Store, ABC):
             if not locked:
                 return None
             now = self.decode.time(locked[0]["now"])
-            signal: list[JSON] = []
+            signals: dict[str, JSON] = {}
             children: list[ChildEnd] = []
             if request.wait_for is WaitFor.SIGNAL:
-                found = tx.rows("wait__signal", {"job_id": lease.job_id, "name": request.signal})
-                signal = [self.decode.json(row["payload"]) for row in found]
+                for name in request.signals:  # one statement per name: at most 16
+                    found = tx.rows("wait__signal", {"job_id": lease.job_id, "name": name})
+                    for row in found:
+                        signals[name] = self.decode.json(row["payload"])
             elif request.wait_for is WaitFor.JOBS:
                 ids = {"job_id": lease.job_id, "ids": self._array(request.jobs)}
                 children = [
@@ -262,7 +264,7 @@ class SqlStore(SqlEvidence, Store, ABC):
                     )
                     for row in tx.rows("wait__children", ids)
                 ]
-            outcome, until = decide(request, now, signal, children)
+            outcome, until = decide(request, now, signals, children)
             if outcome.strangers:
                 return outcome
             stage = {**held, "position": request.position, "name": request.name}
@@ -275,7 +277,7 @@ class SqlStore(SqlEvidence, Store, ABC):
                     {**stage, "result": _dumps(result), "detail": _dumps(detail)},
                 )
                 return outcome
-            document = wait_document(request, until)
+            document = wait_document(request, until, signals)
             suspend = {
                 **stage,
                 "wait": _dumps(document),

@@ -317,9 +317,11 @@ class _Runtime:
                     calls.append(call)
                 continue
             wait = job.wait if job.state is JobState.WAITING else None
-            if wait is not None and wait.signal in signals and wait.signal not in sent:
-                sent.add(wait.signal)
-                self.port.signal(job_id, wait.signal, signals[wait.signal])
+            given = [n for n in (wait.signals if wait else ()) if n in signals and n not in sent]
+            if given:  # every signal of a wait for several that the run was given
+                for name in given:
+                    sent.add(name)
+                    self.port.signal(job_id, name, signals[name])
                 continue
             due = self._next_due(timeouts)
             if due is None:

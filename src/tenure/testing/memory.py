@@ -60,7 +60,15 @@ from tenure.types import (
 )
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_name, encode_json
 from tenure.wait_state import WaitState
-from tenure.waits import ChildEnd, WaitOutcome, WaitRequest, decide, record_of, wait_document
+from tenure.waits import (
+    ChildEnd,
+    WaitOutcome,
+    WaitRequest,
+    decide,
+    record_of,
+    wait_document,
+    waited_event,
+)
 
 
 class MemoryPort(JobTables):
@@ -152,8 +160,11 @@ class MemoryPort(JobTables):
             if row.state.terminal:
                 raise TerminalJob(f"job {job_id} is already {row.state.value}")
             row.signals[name] = (value, digest)
-            wait = row.wait
-            woke = row.state is JobState.WAITING and wait is not None and wait.signal == name
+            wait = row.wait if row.state is JobState.WAITING else None
+            woke = wait is not None and wait.signals == (name,)
+            if wait is not None and "pending" in wait.document and name in wait.signals:
+                pending = [each for each in wait.signals if each != name]
+                row.wait = WaitState.parse({**wait.document, "pending": pending})
             if woke:
                 row.run_after = self.now()
                 self._claimable(later, row.kind)
@@ -482,13 +493,13 @@ class MemoryPort(JobTables):
             row = self._guard(lease, "wait")
             now = self.now()
             self._waits.setdefault(row.id, []).append(request)
-            signal = (row.signals[request.signal][0],) if request.signal in row.signals else ()
+            signals = {n: row.signals[n][0] for n in request.signals if n in row.signals}
             found = [
                 ChildEnd(c.id, c.state, c.result, c.error)
                 for c in self._children(row.id)
                 if c.id in request.jobs
             ]
-            outcome, until = decide(request, now, signal, found)
+            outcome, until = decide(request, now, signals, found)
             if outcome.strangers:
                 return outcome
             if outcome.result is not None:
@@ -503,7 +514,7 @@ class MemoryPort(JobTables):
                     position=request.position, name=request.name,
                 )  # fmt: skip
             else:
-                document = wait_document(request, until)
+                document = wait_document(request, until, signals)
                 row.state, row.owner_id, row.lease_until = JobState.WAITING, None, None
                 row.attempt, row.wait = row.attempt - 1, WaitState.parse(document)
                 row.run_after, row.updated_at = until or NEVER, now
@@ -511,9 +522,7 @@ class MemoryPort(JobTables):
                     request.position, request.name, StageKind.WAIT, StageStatus.STARTED,
                     lease.token, None,
                 )  # fmt: skip
-                shown = {k: v for k, v in document.items() if k != "ask"}
-                if request.ask is not None:
-                    shown["ask"] = request.ask.document()["method"]
+                shown = waited_event(document)
                 self._event(row, EventType.JOB_WAITING, lease.token, lease.owner_id, **shown)
             self._hooked(later, row.id, request.name)
             return outcome

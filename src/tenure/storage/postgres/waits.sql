@@ -5,13 +5,20 @@
 
 -- name: signal
 -- Stored once per job and name (the first wins). The job's row is updated whatever it is doing
--- (locking it), and woken if it waits for this name.
+-- (locking it), and woken if it waits for this name. A wait for several signals keeps the
+-- names still to come in `pending`: this statement drops its own and wakes the job when it was
+-- the last. Two signals of one job meet on the row lock, and the second's SET reads the row the
+-- first committed (not its snapshot's), so the last of them always wakes it.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 target AS (
     UPDATE tenure_jobs j
     SET run_after = CASE WHEN j.state = 'waiting' AND j.wait ->> 'for' = 'signal'
-                              AND j.wait ->> 'name' = %(name)s
-                         THEN clock.now ELSE j.run_after END
+                              AND ((j.wait -> 'pending') = jsonb_build_array(%(name)s::text)
+                                   OR NOT (j.wait ? 'pending') AND j.wait ->> 'name' = %(name)s)
+                         THEN clock.now ELSE j.run_after END,
+        wait = CASE WHEN j.state = 'waiting' AND (j.wait -> 'pending') ? %(name)s
+                    THEN jsonb_set(j.wait, '{pending}', (j.wait -> 'pending') - %(name)s::text)
+                    ELSE j.wait END
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state IN ('queued', 'running', 'waiting')
     RETURNING j.id, j.kind, j.fencing_token, clock.now AS at,

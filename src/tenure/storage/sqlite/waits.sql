@@ -3,9 +3,15 @@
 -- Runs that wait (see storage.waits): steps of one BEGIN IMMEDIATE transaction each.
 
 -- name: signal
+-- A wait for several signals keeps the names still to come in `pending`: the job waits for
+-- this one when it is the only one left (`signal__answered` drops it).
 SELECT kind, state, fencing_token,
        state = 'waiting' AND json_extract(wait, '$.for') = 'signal'
-           AND json_extract(wait, '$.name') = :name AS waits_for_it
+           AND (json_type(wait, '$.pending') IS NULL AND json_extract(wait, '$.name') = :name
+                OR json_array_length(wait, '$.pending') = 1
+                   AND json_extract(wait, '$.pending[0]') = :name) AS waits_for_it,
+       state = 'waiting' AND EXISTS (
+           SELECT 1 FROM json_each(wait, '$.pending') WHERE value = :name) AS pends_on_it
 FROM tenure_jobs WHERE id = :job_id;
 
 -- name: signal__existing
@@ -14,6 +20,12 @@ SELECT payload_sha256 AS existing FROM tenure_signals WHERE job_id = :job_id AND
 -- name: signal__insert
 INSERT INTO tenure_signals (job_id, name, payload, payload_sha256, at)
 VALUES (:job_id, :name, :payload, :payload_sha256, :now);
+
+-- name: signal__answered
+UPDATE tenure_jobs
+SET wait = json_set(wait, '$.pending', json((
+    SELECT json_group_array(value) FROM json_each(wait, '$.pending') WHERE value <> :name)))
+WHERE id = :job_id AND state = 'waiting';
 
 -- name: signal__wake
 UPDATE tenure_jobs SET run_after = :now WHERE id = :job_id AND state = 'waiting';

@@ -50,6 +50,8 @@ def store_signal(tx: SqliteTx, signal: NewSignal) -> SignalOutcome:
         same = existing["existing"] == signal.payload_sha256
         return SignalOutcome.REPEATED if same else SignalOutcome.CONFLICT
     tx.rows("signal__insert", params)
+    if job["pends_on_it"]:
+        tx.rows("signal__answered", params)
     woke = bool(job["waits_for_it"])
     if woke:
         tx.rows("signal__wake", params)
