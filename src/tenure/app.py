@@ -274,6 +274,8 @@ class App:
         def register(handler: H) -> H:
             if kind in self.job_classes:
                 raise InvalidJobClass(f"job class {kind!r} is registered twice")
+            if asks_first is not None and isinstance(asks_first, Mapping) and not asks_first:
+                raise InvalidJobClass(f"job class {kind!r}: asks_first needs a question")
             try:
                 first = signal_questions(asks_first) if asks_first is not None else ((), {})
             except InvalidArgument as exc:

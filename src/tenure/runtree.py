@@ -72,7 +72,7 @@ def _wait_shown(wait: WaitState | None) -> dict[str, Any] | None:
     """What a job waits for: kind, signal name, child ids, deadline; never a question's words."""
     if wait is None:
         return None
-    shown = ("for", "name", "jobs", "until", "position")
+    shown = ("for", "name", "names", "pending", "jobs", "until", "position")
     return {key: wait.document[key] for key in shown if key in wait.document}
 
 

@@ -332,7 +332,9 @@ class _Builder:
             lane.end(event.at, _ENDS[event.type])
             if event.type is EventType.JOB_WAITING:
                 position = _int(detail.get("position"))
-                wait = WaitSpan(detail.get("for"), detail.get("name"), position, event.at)
+                names = detail.get("names")
+                name = ",".join(map(str, names)) if isinstance(names, list) else detail.get("name")
+                wait = WaitSpan(detail.get("for"), name, position, event.at)
                 self.waits.append(wait)
         elif event.type in _STARTS:
             self.started(lane, event, _STARTS[event.type])

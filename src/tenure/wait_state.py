@@ -73,7 +73,9 @@ class WaitState:
     def describe(self) -> str:
         """The condition in words: 'signal approval', '2 child jobs', 'timer', with its
         deadline."""
-        if self.wait_for is WaitFor.SIGNAL and len(self.signals) > 1:
+        if self.wait_for is WaitFor.SIGNAL and not self.signals:
+            text = "signals, all received (resuming)"
+        elif self.wait_for is WaitFor.SIGNAL and len(self.signals) > 1:
             text = "signals " + ", ".join(self.signals)
         elif self.wait_for is WaitFor.SIGNAL:
             text = f"signal {self.signal}"

@@ -383,7 +383,8 @@ def test_bad_tool_classes_and_a_missing_tenant_are_refused(db_url: str) -> None:
     asks_first_cases: list[tuple[Any, bool, str]] = [
         ({"ok": form}, False, "asks_first is for tools"),
         ({"ok": None}, True, "every asks_first needs a tenure.Ask"),
-        ({}, True, "non-empty mapping"),
+        ({}, True, "asks_first needs a question"),
+        (["ok"], True, "non-empty mapping"),
         ({"bad\x00": form}, True, "signal name"),
         ({"ok": "Sure?"}, True, "must be a tenure.Ask"),
     ]

@@ -76,6 +76,17 @@ def test_a_partial_answer_is_taken_and_the_next_round_asks_only_for_the_rest(
                     request_state=state,
                 )
             seen["refused"] = refused.value.code
+            nul_memo = types.CreateMessageResult(
+                role="assistant", content=types.TextContent(type="text", text="a\x00b"), model="m"
+            )
+            with pytest.raises(MCPError) as refused:  # checked as stored: none is taken
+                await call(
+                    "pay_asked_at_once",
+                    arguments,
+                    input_responses={"approval": APPROVE, "memo": nul_memo},
+                    request_state=state,
+                )
+            seen["refused_nul"] = refused.value.code
             second = await call(
                 "pay_asked_at_once",
                 arguments,
@@ -94,7 +105,7 @@ def test_a_partial_answer_is_taken_and_the_next_round_asks_only_for_the_rest(
 
     asyncio.run(rounds())
     assert seen["first"] == {"approval": "elicitation/create", "memo": "sampling/createMessage"}
-    assert seen["refused"] == -32602
+    assert seen["refused"] == seen["refused_nul"] == -32602
     assert seen["second"] == ["memo"]
     end = seen["end"]
     assert not end.is_error, end
@@ -201,3 +212,56 @@ def test_a_question_asked_before_the_job_makes_one_job_once_answered(
     (job_id,) = job_ids
     assert signals_of(ledger, job_id) == ["approval"]
     assert applied(bank) == Counter({f"tool-job:{job_id}:charge": 1})
+
+
+def test_questions_asked_before_the_job_may_be_answered_one_round_at_a_time(
+    ledger: tenure.Ledger, db_url: str, workers: Workers, mcp_server: McpServer
+) -> None:
+    """The first round's state carries the answers given so far: the next round asks only for
+    the rest, and an altered state is -32602."""
+    acme = ledger.operations.create_tenant("acme")
+    mcp_server.start_http()
+    workers.start(db_url, "W")
+    seen: dict[str, Any] = {}
+
+    def named(name: str) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": name})
+
+    async def rounds() -> None:
+        client = mcp_server.over_http(acme, elicitation_callback=elicit)
+        async with connected(client) as mcp:
+            call = mcp.session.call_tool
+            first = await call("greet_named_first", {}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult), first
+            seen["asked"] = sorted(first.input_requests or {})
+            second = await call(
+                "greet_named_first",
+                {},
+                input_responses={"first_name": named("Ada")},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(second, types.InputRequiredResult), second
+            seen["then"] = sorted(second.input_requests or {})
+            seen["jobs"] = len(ledger.list(kind="greet_named_first"))
+            assert second.request_state is not None
+            with pytest.raises(MCPError) as refused:
+                await call(
+                    "greet_named_first",
+                    {},
+                    input_responses={"last_name": named("Lovelace")},
+                    request_state=second.request_state + "%%",
+                )
+            seen["altered"] = refused.value.code
+            seen["end"] = await call(
+                "greet_named_first",
+                {},
+                input_responses={"last_name": named("Lovelace")},
+                request_state=second.request_state,
+            )
+
+    asyncio.run(rounds())
+    assert seen["asked"] == ["first_name", "last_name"]
+    assert seen["then"] == ["last_name"] and seen["jobs"] == 0
+    assert seen["altered"] == -32602
+    assert seen["end"].structured_content == {"hello": "Ada Lovelace"}

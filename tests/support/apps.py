@@ -439,3 +439,18 @@ def pay_approved_first(ctx: tenure.JobContext, payload: Any) -> Any:
         "charge", lambda fx: post("charge", fx, fx.job_id, {"amount_cents": payload["amount"]})
     )
     return {"paid": receipt["amount_cents"], "by": NAME}
+
+
+NAMES_FIRST = {
+    "first_name": tenure.Ask.form("First name?", {"type": "object", "properties": {}}),
+    "last_name": tenure.Ask.form("Last name?", {"type": "object", "properties": {}}),
+}
+
+
+@app.job("greet_named_first", tool=True, description="Ask two names first, then greet.",
+         input_schema={"type": "object", "properties": {}}, asks_first=NAMES_FIRST,
+         **FAST)  # fmt: skip
+def greet_named_first(ctx: tenure.JobContext, payload: Any) -> Any:
+    """Both names are asked before the job on the 2026 protocol; a caller may give one a round."""
+    names = ctx.wait_for_all(NAMES_FIRST, timeout=300)
+    return {"hello": f"{names['first_name'].get('name')} {names['last_name'].get('name')}"}

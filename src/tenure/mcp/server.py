@@ -59,7 +59,7 @@ from tenure.mcp.tools import (
 from tenure.options import SubmitOptions
 from tenure.principals import Binding
 from tenure.types import JSON, Job
-from tenure.validation import check_job_id
+from tenure.validation import check_job_id, encode_json
 from tenure.waits import awaited_signals, signals_received, wait_state
 
 KEY_META = "io.tenure/idempotency-key"
@@ -153,7 +153,10 @@ class TenureMcp:
         if tool.asks_first and _asks_for_input(ctx) and names_first_round(params.request_state):
             responses = {k: _plain(v) for k, v in (params.input_responses or {}).items()}
             try:
-                first = first_round(tool, _capabilities(ctx), responses, params.request_state)
+                first = first_round(
+                    tool, _capabilities(ctx), responses, params.request_state,
+                    self.ledger.max_payload_bytes,
+                )  # fmt: skip
             except InvalidArgument as exc:
                 raise MCPError(INVALID_PARAMS, f"input response refused: {exc}") from None
             if first.questions:  # answered before any job is made
@@ -191,7 +194,8 @@ class TenureMcp:
         except (IdempotencyConflict, InvalidArgument, PrincipalNotAllowed) as exc:
             return error_result(str(exc))
         for name, payload in (first.answers if first else {}).items():
-            with contextlib.suppress(SignalConflict):  # answered before: the first stands
+            # Answered before (the first stands), or the job ended meanwhile.
+            with contextlib.suppress(SignalConflict, TerminalJob):
                 await _run(self.ledger.signal, job_id, name, payload)
         # The job is committed: a tasks/get for this id resolves from here on.
         return await _run(self.ledger.get, job_id)
@@ -294,6 +298,7 @@ class TenureMcp:
             for signal in awaited_signals(job):
                 if signal in responses:
                     payloads[signal] = signal_payload(job, signal, _plain(responses[signal]))
+                    encode_json(payloads[signal], "input response", self.ledger.max_payload_bytes)
             for signal, payload in payloads.items():
                 # Answered already, differently: the first answer stands.
                 with contextlib.suppress(SignalConflict):

@@ -4,6 +4,7 @@ it."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 
@@ -31,7 +32,8 @@ class StageNames:
 
     @staticmethod
     def signals(names: tuple[str, ...]) -> str:
-        return "signals:" + ",".join(names)
+        # JSON, not a join: a signal name may hold a comma.
+        return "signals:" + json.dumps(list(names), ensure_ascii=False)
 
     def wait_job(self) -> str:
         return f"wait_job#{self._next('wait_job')}"
