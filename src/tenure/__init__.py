@@ -52,6 +52,7 @@ from tenure.options import SubmitOptions
 from tenure.retrieval import Retriever
 from tenure.runtime.context import JobContext
 from tenure.runtime.worker import Worker
+from tenure.schedules import Every
 from tenure.types import (
     TERMINAL_STATES,
     CancelReason,
@@ -88,6 +89,7 @@ __all__ = [
     "Effect",
     "Event",
     "EventType",
+    "Every",
     "Evidence",
     "ExtendResult",
     "FenceConflict",

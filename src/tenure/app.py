@@ -7,6 +7,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar, Unpack
 
 from tenure import labels as label_rules
@@ -15,8 +16,10 @@ from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.options import SubmitKwargs, SubmitOptions, submit_options
 from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
+from tenure.schedules import Every, Schedule, run_key
 from tenure.tooltypes import ToolTypes, TypedValue, is_schema_type, tool_types
 from tenure.types import JSON
+from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, MAX_NAME_LENGTH, encode_json
 from tenure.waits import signal_questions
 
 Handler = Callable[..., Any]
@@ -79,6 +82,8 @@ class JobClass:
     # Questions a client of the 2026-07-28 protocol is asked before the job is made (SEP-2322
     # rounds, then the job or its task); their answers are the job's first signals.
     asks_first: tuple[tuple[str, Ask], ...] = ()
+    # When the workers running the kind fire it (`tenure.schedules`), if they do.
+    schedule: Schedule | None = None
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -192,6 +197,38 @@ def _check_tool(c: JobClass) -> None:
         )
 
 
+def _schedule(
+    kind: str,
+    when: str | Every | None,
+    timezone: str,
+    missed_slots: str,
+    max_catch_up: int,
+    payload: JSON | Callable[[datetime], JSON],
+) -> Schedule | None:
+    """A class's schedule, checked where it is declared (`InvalidJobClass`)."""
+    if when is None:
+        if (timezone, missed_slots, max_catch_up, payload) != ("UTC", "skip", 10, None):
+            raise InvalidJobClass(
+                f"job class {kind!r}: timezone, missed_slots, max_catch_up and "
+                "schedule_payload apply only with schedule=..."
+            )
+        return None
+    try:
+        schedule = Schedule(when, timezone, missed_slots, max_catch_up, payload)
+        if not callable(payload):
+            encode_json(payload, "schedule_payload", DEFAULT_MAX_PAYLOAD_BYTES)
+        longest = run_key(kind, datetime(2000, 1, 1, 0, 0, 0, 1, tzinfo=UTC))
+        if len(longest) > MAX_NAME_LENGTH:
+            most = MAX_NAME_LENGTH - len(longest) + len(kind)
+            raise InvalidArgument(
+                f"a scheduled kind's name may have at most {most} characters (the keys of "
+                "its slots' jobs hold it)"
+            )
+    except InvalidArgument as exc:
+        raise InvalidJobClass(f"job class {kind!r}: {exc}") from None
+    return schedule
+
+
 class App:
     """Job classes and the database they run against.
 
@@ -242,6 +279,11 @@ class App:
         returns_content: bool = False,
         needs: list[str] | tuple[str, ...] = (),
         asks_first: Mapping[str, Ask] | None = None,
+        schedule: str | Every | None = None,
+        timezone: str = "UTC",
+        missed_slots: str = "skip",
+        max_catch_up: int = 10,
+        schedule_payload: JSON | Callable[[datetime], JSON] = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -267,6 +309,13 @@ class App:
         protocol answers before the job is made (an `input_required` round without a task, then
         the job, or its task, with the answers as its first signals); the handler waits for
         them as for any signal (`ctx.wait_for_all(...)`), which is how other clients are asked.
+        `schedule` fires the kind by itself: a cron expression (in `timezone`, an IANA name;
+        needs the `cron` extra) or `tenure.Every(seconds)`. Every worker running the kind
+        submits each slot's job under the key `schedule:{kind}:{slot in UTC}`, so one job
+        exists per slot whatever the number of workers; its payload is `schedule_payload` (a
+        value, or a function of the slot's time). Slots a scheduler reaches more than a minute
+        late (the workers were down, the schedule paused) follow `missed_slots`: "skip" (none
+        runs), "once" (the latest runs) or "all" (the latest `max_catch_up` run).
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -282,6 +331,7 @@ class App:
                 raise InvalidJobClass(f"job class {kind!r}: asks_first: {exc}") from None
             if len(first[1]) != len(first[0]):
                 raise InvalidJobClass(f"job class {kind!r}: every asks_first needs a tenure.Ask")
+            when = _schedule(kind, schedule, timezone, missed_slots, max_catch_up, schedule_payload)
             if not (input_schema is None or isinstance(input_schema, dict)) and not (
                 is_schema_type(input_schema)
             ):
@@ -321,6 +371,7 @@ class App:
                     returns_content=returns_content,
                     needs=(needs,) if isinstance(needs, str) else tuple(needs),
                     asks_first=tuple(first[1].items()),
+                    schedule=when,
                 )
             )
             if self._ledger is not None:  # opened before this class

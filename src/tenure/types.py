@@ -67,6 +67,10 @@ class EventType(enum.StrEnum):
     EVIDENCE_RETRIEVED = "evidence_retrieved"
     EFFECT_REFUSED = "effect_refused"
     """A receiver refused the effect's command: a stale fence, or a second holder of one."""
+    SCHEDULE_FIRED = "schedule_fired"
+    """The job is a schedule's slot (or an operator's run now): the slot's time."""
+    SCHEDULE_MISSED = "schedule_missed"
+    """Slots of the job's schedule were missed before it (how many, and since when)."""
 
 
 @dataclass(frozen=True, slots=True)

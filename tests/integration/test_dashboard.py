@@ -166,3 +166,39 @@ def test_dashboard_signed_in_with_a_bound_key_shows_its_principals_jobs_only(
         expect(page.locator("#who")).to_contain_text("bound to user:42/")
         expect(page.locator("#jobs tr")).to_have_count(1)
         expect(page.locator(f'tr[data-job-id="{mine}"]')).to_have_count(1)
+
+
+def test_dashboard_lists_the_schedules_for_the_admin_key(browser: object, tmp_path: Path) -> None:
+    """The schedules view shows each declared schedule's state, slots and counts; a tenant
+    key is told the admin key lists them."""
+    from tenure import keys
+    from tenure.schedules import Schedule
+    from tenure.service import ServiceSettings
+
+    expect = sync_api.expect
+    admin = keys.new_admin_key()
+    settings = ServiceSettings(admin_key_sha256=admin.key_sha256)
+    with (
+        tenure.connect(f"sqlite:///{tmp_path / 'sched.db'}") as ledger,
+        LiveServer(ledger, settings) as server,
+    ):
+        tenant_key = ledger.operations.create_tenant("acme")
+        hourly = Schedule(tenure.Every(3600))
+        ledger.operations.schedules.declare("hourly_report", hourly)
+        ledger.operations.schedules.fire_due("hourly_report", hourly)
+        ledger.operations.schedules.pause("hourly_report")
+
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(server.url + "/#/schedules")
+        page.fill("#api-key", admin.key)
+        page.click("#use-key")
+        row = page.locator('#schedules tr[data-kind="hourly_report"]')
+        expect(row.locator(".schedule-state")).to_have_text("paused", timeout=10_000)
+        expect(row.locator(".next-slot")).to_contain_text(":00:00")
+        expect(row.locator(".missed")).to_have_text("0")
+        screenshot(page, tmp_path, "schedules")
+
+        page.click("#forget")
+        page.fill("#api-key", tenant_key)
+        page.click("#use-key")
+        expect(page.locator("#status")).to_contain_text("admin key", timeout=10_000)

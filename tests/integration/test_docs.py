@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.schedules import Schedule
 from tests.support.cli import tenure_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,6 +246,8 @@ def test_every_tenure_command_of_a_shell_block_parses_and_the_quick_ones_run(
         ledger.operations.declare_labels(
             {"browse": {"tool": "browser", "provider": "acme-web", "model": None}}
         )
+        # What a worker running the schedules page's app declares at start.
+        ledger.operations.schedules.declare("nightly_export", Schedule(tenure.Every(3600)))
     parser = build_parser()
     for line, command in commands:
         arguments = _arguments(command, job_id)

@@ -31,6 +31,7 @@ GROUND = {
 }
 DOMAIN = {
     "validation",
+    "schedules",
     "labels",
     "evidence",
     "principals",
@@ -59,6 +60,7 @@ ALLOWED: dict[str, set[str]] = {
     "runtree": {"errors", "types", "wait_state"},
     "pages": {"runtree", "timeline"},
     "waits": {"asking", "errors", "types", "validation", "wait_state"},
+    "schedules": {"errors", "types"},
     "port": {"errors", "evidence", "types", "waits"},
     "retrieval": {"errors", "evidence", "validation"},
     "tracing": {"_version", "errors", "types"},
@@ -68,8 +70,8 @@ ALLOWED: dict[str, set[str]] = {
                 "types", "validation", "wait_state", "waits"},
     "fence": {"asgi", "clock", "errors", "storage", "tracing", "types", "validation"},
     "ledger": GROUND | DOMAIN | {"storage", "tracing"},
-    "app": {"asking", "errors", "labels", "ledger", "options", "retrieval", "tooltypes", "types",
-            "validation", "waits"},
+    "app": {"asking", "errors", "labels", "ledger", "options", "retrieval", "schedules",
+            "tooltypes", "types", "validation", "waits"},
     "runtime": GROUND | DOMAIN | {"app", "ledger", "tracing"},
     "replay": GROUND | DOMAIN | {"app", "ledger", "runtime"},
     "evaluation": GROUND | DOMAIN | {"app", "ledger", "replay"},

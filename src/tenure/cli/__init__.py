@@ -49,6 +49,7 @@ from tenure.cli.processes import (
     cmd_worker,
 )
 from tenure.cli.rollouts import add_rollout_commands
+from tenure.cli.schedules import add_schedule_commands
 from tenure.errors import InvalidArgument, TenureError
 from tenure.ledger import Ledger, connect
 from tenure.types import JobState
@@ -217,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm an age under a minute")
     _add_tenant_commands(sub)
     add_rollout_commands(_add_group, _add_command, sub)
+    add_schedule_commands(_add_group, _add_command, sub)
     _add_process_commands(sub)
     return parser
 

@@ -23,6 +23,7 @@ from tenure.ledger.port import LedgerPort
 from tenure.ledger.reading import Reading
 from tenure.ledger.retention import Retention
 from tenure.ledger.rollouts import Rollouts
+from tenure.ledger.schedules import Schedules
 from tenure.ledger.submission import Submission
 from tenure.ledger.tenants import Tenants
 from tenure.ledger.waits import Waits
@@ -137,6 +138,7 @@ class Ledger:
             reading=reading,
             evidence=evidence,
             retention=Retention(core, store),
+            schedules=Schedules(core, store, submission),
         )
 
     @property

@@ -16,6 +16,7 @@ from tenure.ledger.limits import Limits
 from tenure.ledger.reading import Reading
 from tenure.ledger.retention import DEFAULT_KEY_RETENTION, Retention
 from tenure.ledger.rollouts import Rollouts, RolloutStatus
+from tenure.ledger.schedules import Schedules
 from tenure.ledger.tenants import Principal, Tenants
 from tenure.ledger.waits import Waits
 from tenure.types import (
@@ -51,6 +52,7 @@ class Operations:
         reading: Reading,
         evidence: EvidenceRecords,
         retention: Retention,
+        schedules: Schedules,
     ) -> None:
         self._core = core
         self._tenants = tenants
@@ -61,6 +63,12 @@ class Operations:
         self._reading = reading
         self._evidence = evidence
         self._retention = retention
+        self._schedules = schedules
+
+    @property
+    def schedules(self) -> Schedules:
+        """Scheduled kinds: the workers fire their slots; list, pause, resume, trigger."""
+        return self._schedules
 
     # The database
 

@@ -45,6 +45,7 @@ from tenure.runtime.keeper import LeaseKeeper
 from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.outcomes import Outcomes
 from tenure.runtime.run import JobRun, Write
+from tenure.runtime.scheduler import Scheduler
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads, join_thread
 from tenure.types import CancelReason, Lease, WorkerCount
@@ -76,6 +77,7 @@ class _Running:
     stop_listening: Callable[[], None] | None = None
     loop_thread: threading.Thread | None = None
     claim_thread: threading.Thread | None = None
+    schedule_thread: threading.Thread | None = None
 
 
 def new_worker_id() -> str:
@@ -184,6 +186,12 @@ class Worker:
         if loop is not None:
             self._live.loop_thread = self._supervisor.spawn("async", loop.run_forever)
         self._live.claim_thread = self._supervisor.spawn("claim", self._claim_loop)
+        scheduled = {k: s for k in self.kinds if (s := self.app.job_classes[k].schedule)}
+        if scheduled:
+            scheduler = Scheduler(
+                ledger.operations.schedules, scheduled, self._stopping, self.worker_id
+            )
+            self._live.schedule_thread = self._supervisor.spawn("schedule", scheduler.run)
         emit(
             log,
             logging.INFO,
@@ -260,6 +268,7 @@ class Worker:
             if live.stop_listening is not None:
                 live.stop_listening()
             join_thread(live.claim_thread)
+            join_thread(live.schedule_thread)
             deadline = self.clock.monotonic() + (self.grace if grace is None else grace)
             while self._active() and self.clock.monotonic() < deadline and not self._hurry.is_set():
                 self.clock.wait(

@@ -11,7 +11,7 @@ from tenure._version import __version__
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.ledger import Ledger
 from tenure.pages import dashboard_page
-from tenure.service import api, errors, health, keys, lives, rollouts
+from tenure.service import api, errors, health, keys, lives, rollouts, schedules
 from tenure.service.limits import RequestLimits
 from tenure.service.metrics import DatabaseCollector
 from tenure.service.settings import ServiceSettings
@@ -42,6 +42,7 @@ def create_app(
     app.include_router(lives.router)
     app.include_router(rollouts.router)
     app.include_router(keys.router)
+    app.include_router(schedules.router)
     app.include_router(health.router)
     page = dashboard_page()
 

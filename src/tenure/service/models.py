@@ -298,3 +298,20 @@ class KeyOut(BaseModel):
 
 class KeyList(BaseModel):
     keys: list[KeyOut]
+
+
+class ScheduleOut(BaseModel):
+    """A scheduled kind: its schedule in words, its next and last slot, and its counts."""
+
+    kind: str
+    description: str
+    paused: bool
+    next_slot: datetime | None
+    last_slot: datetime | None
+    last_fired_at: datetime | None
+    fired: int
+    missed: int
+
+
+class ScheduleList(BaseModel):
+    schedules: list[ScheduleOut]

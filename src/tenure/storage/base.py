@@ -18,6 +18,7 @@ from typing import Protocol
 
 from tenure.storage.evidence import EvidenceStore
 from tenure.storage.migrate import Track
+from tenure.storage.schedules import ScheduleStore
 from tenure.storage.waits import SignalOutcome
 from tenure.types import (
     JSON,
@@ -567,6 +568,7 @@ class Store(
     RolloutStore,
     FenceStore,
     EvidenceStore,
+    ScheduleStore,
     Protocol,
 ):
     """What the ledger needs from a database: every aggregate's part. See the module

@@ -44,6 +44,7 @@ from tenure.storage.rows import (
     tenant_from_row,
 )
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
+from tenure.storage.sql_schedules import SqlSchedules
 from tenure.types import (
     JSON,
     Event,
@@ -83,7 +84,7 @@ class Tx(Protocol):
         ...
 
 
-class SqlStore(SqlEvidence, Store, ABC):
+class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
     """The dialect-independent half of a `Store`. See the module docstring."""
 
     decode: Decoder

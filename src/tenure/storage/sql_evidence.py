@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,22 +12,13 @@ from tenure.storage.evidence import (
     EvidenceStore,
     NewEvidence,
 )
-from tenure.storage.rows import Decoder, Row, held_by
+from tenure.storage.rows import Row, held_by
+from tenure.storage.seam import SqlSeam
 from tenure.types import Lease, RetrievalTotals
 
 
-class SqlEvidence(EvidenceStore, ABC):
+class SqlEvidence(EvidenceStore, SqlSeam):
     """`EvidenceStore` over the dialect seam of `SqlStore`."""
-
-    decode: Decoder
-
-    @abstractmethod
-    def _read_rows(self, name: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]:
-        """Run a named read query on its own."""
-
-    @abstractmethod
-    def _write_rows(self, name: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]:
-        """Run a named one-statement write in its own transaction."""
 
     def record_evidence(self, lease: Lease, evidence: NewEvidence) -> bool:
         params = {
