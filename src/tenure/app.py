@@ -204,17 +204,18 @@ def _schedule(
     missed_slots: str,
     max_catch_up: int,
     payload: JSON | Callable[[datetime], JSON],
+    jitter: float,
 ) -> Schedule | None:
     """A class's schedule, checked where it is declared (`InvalidJobClass`)."""
     if when is None:
-        if (timezone, missed_slots, max_catch_up, payload) != ("UTC", "skip", 10, None):
+        if (timezone, missed_slots, max_catch_up, payload, jitter) != ("UTC", "skip", 10, None, 0):
             raise InvalidJobClass(
-                f"job class {kind!r}: timezone, missed_slots, max_catch_up and "
-                "schedule_payload apply only with schedule=..."
+                f"job class {kind!r}: timezone, missed_slots, max_catch_up, schedule_payload "
+                "and schedule_jitter apply only with schedule=..."
             )
         return None
     try:
-        schedule = Schedule(when, timezone, missed_slots, max_catch_up, payload)
+        schedule = Schedule(when, timezone, missed_slots, max_catch_up, payload, jitter)
         if not callable(payload):
             encode_json(payload, "schedule_payload", DEFAULT_MAX_PAYLOAD_BYTES)
         longest = run_key(kind, datetime(2000, 1, 1, 0, 0, 0, 1, tzinfo=UTC))
@@ -284,6 +285,7 @@ class App:
         missed_slots: str = "skip",
         max_catch_up: int = 10,
         schedule_payload: JSON | Callable[[datetime], JSON] = None,
+        schedule_jitter: float = 0.0,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -316,6 +318,8 @@ class App:
         value, or a function of the slot's time). Slots a scheduler reaches more than a minute
         late (the workers were down, the schedule paused) follow `missed_slots`: "skip" (none
         runs), "once" (the latest runs) or "all" (the latest `max_catch_up` run).
+        `schedule_jitter` (seconds, at most the period) delays each slot's job by its own share
+        of it, the same on every worker, so that a fleet's schedules do not all start at once.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -331,7 +335,10 @@ class App:
                 raise InvalidJobClass(f"job class {kind!r}: asks_first: {exc}") from None
             if len(first[1]) != len(first[0]):
                 raise InvalidJobClass(f"job class {kind!r}: every asks_first needs a tenure.Ask")
-            when = _schedule(kind, schedule, timezone, missed_slots, max_catch_up, schedule_payload)
+            when = _schedule(
+                kind, schedule, timezone, missed_slots, max_catch_up, schedule_payload,
+                schedule_jitter,
+            )  # fmt: skip
             if not (input_schema is None or isinstance(input_schema, dict)) and not (
                 is_schema_type(input_schema)
             ):

@@ -5,6 +5,7 @@ processes may fire one slot and one job exists (`slot_key`). Pure: no clock, no 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -75,6 +76,7 @@ class Schedule:
     missed_slots: str = "skip"
     max_catch_up: int = 10
     payload: JSON | Callable[[datetime], JSON] = None
+    jitter: float = 0.0
     zone: ZoneInfo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +97,14 @@ class Schedule:
             raise InvalidArgument(
                 f"missed_slots must be one of {', '.join(MISSED_POLICIES)}, "
                 f"got {self.missed_slots!r}"
+            )
+        jitter = self.jitter
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)):
+            raise InvalidArgument(f"jitter is a number of seconds, got {jitter!r}")
+        if not math.isfinite(jitter) or not 0 <= jitter <= self.period.total_seconds():
+            raise InvalidArgument(
+                f"jitter must be from 0 to the schedule's period "
+                f"({self.period.total_seconds():g} s), got {jitter!r}"
             )
         catch_up = self.max_catch_up
         if isinstance(catch_up, bool) or not isinstance(catch_up, int):
@@ -195,6 +205,15 @@ class Schedule:
         if skip_to < first:
             return start, 0
         return _EPOCH + timedelta(seconds=skip_to * step), skip_to - first + 1
+
+    def start_of(self, slot: datetime) -> datetime:
+        """When the slot's job may start: the slot, delayed by its share of `jitter` (the
+        same on every process: a function of the slot's key), to spread a fleet's slots."""
+        if not self.jitter:
+            return slot
+        digest = hashlib.sha256(_utc(slot).encode()).digest()
+        share = int.from_bytes(digest[:8], "big") / 2**64
+        return slot + timedelta(seconds=share * self.jitter)
 
     def payload_for(self, slot: datetime) -> JSON:
         """The payload of the slot's job: the schedule's value, or its function of the slot."""

@@ -195,12 +195,15 @@ def test_the_admin_key_lists_the_schedules_over_http(make_app: Callable[[], tenu
     with LiveServer(app.ledger, ServiceSettings(admin_key_sha256=admin.key_sha256)) as server:
         with server.client(admin.key) as http:
             (listed,) = http.get("/v1/schedules").json()["schedules"]
+            metrics = http.get("/metrics").text
         with server.client(tenant_key) as http:
             refused = http.get("/v1/schedules")
     assert listed["kind"] == "report" and listed["fired"] == 1 and not listed["paused"]
     assert listed["last_slot"].startswith("2030-01-07T09:00:00")
     assert listed["description"] == "cron * * * * * (Asia/Almaty), missed: skip"
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    assert 'tenure_schedule_fired_total{kind="report"} 1.0' in metrics
+    assert 'tenure_schedule_missed_total{kind="report"} 0.0' in metrics
 
 
 def test_a_fractional_interval_advances_and_fires_each_slot_once(
@@ -264,3 +267,15 @@ def test_a_payload_function_that_raises_stops_neither_the_worker_nor_the_other_k
     failed = [r for r in caplog.records if r.getMessage().startswith("schedule_pass_failed")]
     assert failed and all("kind=broken" in r.getMessage() for r in failed)
     assert all("not in this slot" not in r.getMessage() for r in failed)  # no content
+
+
+def test_a_jittered_slots_job_waits_for_its_share(make_app: Callable[[], tenure.App]) -> None:
+    app = make_app()
+    app.job("spread", schedule=tenure.Every(3600), schedule_jitter=900)(lambda c, p: None)
+    schedule = app.job_classes["spread"].schedule
+    assert schedule is not None
+    schedules = app.ledger.operations.schedules
+    schedules.declare("spread", schedule)
+    (job_id,) = schedules.fire_due("spread", schedule, now=T0).jobs
+    slot = T0.replace(minute=0, second=0)
+    assert app.ledger.get(job_id).run_after == schedule.start_of(slot) > slot

@@ -119,3 +119,16 @@ def test_a_leap_day_cron_has_no_next_slot_in_most_years_and_one_that_never_fires
         Schedule("0 0 30 2 *")
     with pytest.raises(InvalidArgument, match="at most a year"):
         Every(1e12)
+
+
+def test_jitter_delays_each_slot_by_its_own_share_the_same_everywhere() -> None:
+    spread = Schedule(Every(3600), jitter=600)
+    slots = list(spread.slots(at("2026-12-04T00:00:00+00:00"), at("2026-12-05T00:00:00+00:00")))
+    starts = [spread.start_of(slot) for slot in slots]
+    delays = [(start - slot).total_seconds() for start, slot in zip(starts, slots, strict=True)]
+    assert all(0 <= d < 600 for d in delays) and len(set(delays)) == len(delays)
+    assert starts == [Schedule(Every(3600), jitter=600).start_of(slot) for slot in slots]
+    assert Schedule(Every(3600)).start_of(slots[0]) == slots[0]
+    for bad in (-1, 3601, math.nan, "5"):
+        with pytest.raises(InvalidArgument, match="jitter"):
+            Schedule(Every(3600), jitter=bad)  # type: ignore[arg-type]

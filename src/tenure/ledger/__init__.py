@@ -29,6 +29,7 @@ from tenure.ledger.rollouts import RolloutStatus, VariantFigures, p95, share_of
 from tenure.ledger.submission import MAX_BATCH
 from tenure.ledger.tenants import Principal
 from tenure.storage import open_store
+from tenure.storage.schedules import ScheduleRow
 from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_seconds
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Operations",
     "Principal",
     "RolloutStatus",
+    "ScheduleRow",
     "VariantFigures",
     "await_end",
     "backoff_delay",

@@ -128,7 +128,7 @@ class Schedules(Part[ScheduleParts]):
     def _submit(self, kind: str, schedule: Schedule, slot: datetime, manual: bool = False) -> str:
         """The slot's job (an operator's run now is keyed by the moment it was asked for)."""
         key = run_key(kind, slot) if manual else slot_key(kind, slot)
-        options = SubmitOptions(idempotency_key=key)
+        options = SubmitOptions(idempotency_key=key, run_after=schedule.start_of(slot))
         try:
             job_id, new = self.submission.submit_or_find(kind, schedule.payload_for(slot), options)
         except IdempotencyConflict:

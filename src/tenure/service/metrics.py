@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from tenure import labels as label_rules
 from tenure.errors import StoreUnavailable
 from tenure.labels import Declared, JobCounts
-from tenure.ledger import Ledger
+from tenure.ledger import Ledger, ScheduleRow
 from tenure.types import (
     EventTotals,
     JobState,
@@ -133,6 +133,7 @@ class DatabaseCollector(Collector):
             overdue = self.ledger.operations.overdue_stages(self.by_tenant)
             declared = self.ledger.operations.declared_labels()
             retrievals = self.ledger.operations.retrieval_totals()
+            schedules = self.ledger.operations.schedules.list()
         except StoreUnavailable:
             up.add_metric([], 0)
             yield up
@@ -153,6 +154,7 @@ class DatabaseCollector(Collector):
         yield from self._overdue(overdue, series, running)
         yield from self._events(figures, totals, series)
         yield from _retrievals(retrievals)
+        yield from _schedules(schedules)
 
     def _queue(self, figures: list[QueueFigure], series: _Series) -> Iterator[Metric]:
         names = series.names
@@ -243,6 +245,16 @@ def _retrievals(totals: list[RetrievalTotals]) -> Iterator[Metric]:
         ["retriever"],
         dropped,
     )
+
+
+def _schedules(rows: list[ScheduleRow]) -> Iterator[Metric]:
+    """Slots fired and missed, by scheduled kind (a fleet declares a handful of schedules)."""
+    for name, what, field in (
+        ("tenure_schedule_fired", "slots of a schedule whose job was submitted", "fired"),
+        ("tenure_schedule_missed", "slots of a schedule that passed with no job", "missed"),
+    ):
+        counts: dict[Key, float] = {(row.kind,): getattr(row, field) for row in rows}
+        yield _family(CounterMetricFamily, name, what, ["kind"], counts)
 
 
 def _keep(
