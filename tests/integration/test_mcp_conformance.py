@@ -115,6 +115,7 @@ def test_every_scenario_passes_or_is_in_the_baseline(served: str, tmp_path: Path
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "Baseline check passed" in run.stdout
+    print(run.stdout[-1500:])  # the suite's own summary, for the record (pytest -s)
 
 
 def test_no_auth_is_refused_off_loopback_and_on_stdio() -> None:
