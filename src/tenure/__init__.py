@@ -49,6 +49,7 @@ from tenure.errors import (
 from tenure.evidence import Allowed, CodeResult, DocumentRef, Evidence, MediaRef
 from tenure.ledger import Ledger, Operations, connect
 from tenure.options import SubmitOptions
+from tenure.rates import Rate, RateLimited
 from tenure.retrieval import Retriever
 from tenure.runtime.context import JobContext
 from tenure.runtime.worker import Worker
@@ -114,6 +115,8 @@ __all__ = [
     "PayloadTooLarge",
     "PrincipalNotAllowed",
     "PurgeReport",
+    "Rate",
+    "RateLimited",
     "ResumeRefused",
     "Retriever",
     "ServiceUnavailable",

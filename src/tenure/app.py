@@ -15,6 +15,7 @@ from tenure.asking import Ask
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.options import SubmitKwargs, SubmitOptions, submit_options
+from tenure.rates import Rate, RateRule, rate_rule
 from tenure.retrieval import DEFAULT_CACHE_TTL, Retriever, Search, new_retriever
 from tenure.schedules import Every, Schedule, run_key
 from tenure.tooltypes import ToolTypes, TypedValue, is_schema_type, tool_types
@@ -84,6 +85,8 @@ class JobClass:
     asks_first: tuple[tuple[str, Ask], ...] = ()
     # When the workers running the kind fire it (`tenure.schedules`), if they do.
     schedule: Schedule | None = None
+    # Its fleet-wide rate limit and how its jobs are keyed (`tenure.rates`), if it has one.
+    rate: RateRule | None = None
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -230,6 +233,25 @@ def _schedule(
     return schedule
 
 
+def _rate(kind: str, rate: Any, rate_key: Any, others: Any) -> RateRule | None:
+    """A class's rate limit, checked where it is declared; a key it names with another class
+    must come with the same rate (they share one row)."""
+    try:
+        rule = rate_rule(kind, rate, rate_key)
+    except InvalidArgument as exc:
+        raise InvalidJobClass(f"job class {kind!r}: {exc}") from None
+    for other in others:
+        theirs: RateRule | None = other.rate
+        if rule is None or theirs is None or rule.key is None:
+            continue
+        if theirs.key == rule.key and theirs.rate != rule.rate:
+            raise InvalidJobClass(
+                f"job class {kind!r}: rate key {rule.key!r} is {other.kind!r}'s too, with "
+                f"{theirs.rate}; kinds that share a key need the same rate"
+            )
+    return rule
+
+
 class App:
     """Job classes and the database they run against.
 
@@ -286,6 +308,8 @@ class App:
         max_catch_up: int = 10,
         schedule_payload: JSON | Callable[[datetime], JSON] = None,
         schedule_jitter: float = 0.0,
+        rate: Rate | None = None,
+        rate_key: str | Callable[[Any], str] | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -320,6 +344,12 @@ class App:
         runs), "once" (the latest runs) or "all" (the latest `max_catch_up` run).
         `schedule_jitter` (seconds, at most the period) delays each slot's job by its own share
         of it, the same on every worker, so that a fleet's schedules do not all start at once.
+        `rate=tenure.Rate(count, per=seconds)` allows at most that many claims of the key
+        per period across every worker of the database, enforced in the claim; `rate_key`
+        names the key (default the kind; kinds naming one key share it), or is a function of
+        the payload that returns it (one key per provider account, say). A handler that meets
+        its provider's limit raises `tenure.RateLimited(retry_after=s)`: the key is held for
+        that long and the job comes back then without spending an attempt.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -339,6 +369,7 @@ class App:
                 kind, schedule, timezone, missed_slots, max_catch_up, schedule_payload,
                 schedule_jitter,
             )  # fmt: skip
+            rule = _rate(kind, rate, rate_key, self.job_classes.values())
             if not (input_schema is None or isinstance(input_schema, dict)) and not (
                 is_schema_type(input_schema)
             ):
@@ -379,6 +410,7 @@ class App:
                     needs=(needs,) if isinstance(needs, str) else tuple(needs),
                     asks_first=tuple(first[1].items()),
                     schedule=when,
+                    rate=rule,
                 )
             )
             if self._ledger is not None:  # opened before this class

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from tenure.errors import TenureError
 from tenure.evidence import DocumentRef, Evidence, Reference
+from tenure.rates import RateClaim
 from tenure.types import (
     JSON,
     CancelReason,
@@ -82,8 +83,10 @@ class LeasePort(Protocol):
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rates: RateClaim | None = None,
     ) -> list[Lease]:
-        """Up to `limit` claims in one statement; with `rescue`, expired leases too."""
+        """Up to `limit` claims in one statement; with `rescue`, expired leases too; with
+        `rates`, each rate key within its rate (`rates.next_in`: when a held key has room)."""
         ...
 
     def complete_and_claim(
@@ -175,6 +178,11 @@ class LeasePort(Protocol):
 
     def release(self, lease: Lease) -> None:
         """Give the job back without spending the attempt."""
+        ...
+
+    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
+        """Hold the rate key (if any) for `retry_after` seconds and give the job back without
+        spending the attempt, due again then."""
         ...
 
     def record(self, /, lease: Lease, event: EventType, **detail: Any) -> None:

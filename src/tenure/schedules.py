@@ -211,7 +211,7 @@ class Schedule:
         same on every process: a function of the slot's key), to spread a fleet's slots."""
         if not self.jitter:
             return slot
-        digest = hashlib.sha256(_utc(slot).encode()).digest()
+        digest = hashlib.sha256(utc_text(slot).encode()).digest()
         share = int.from_bytes(digest[:8], "big") / 2**64
         return slot + timedelta(seconds=share * self.jitter)
 
@@ -224,15 +224,16 @@ class Schedule:
 
 def slot_key(kind: str, slot: datetime) -> str:
     """The idempotency key of a slot's job: one job per kind and slot, whoever fires it."""
-    return f"schedule:{kind}:{_utc(slot)}"
+    return f"schedule:{kind}:{utc_text(slot)}"
 
 
 def run_key(kind: str, asked_at: datetime) -> str:
     """The idempotency key of an operator's run now (`tenure schedule trigger`)."""
-    return f"schedule-run:{kind}:{_utc(asked_at)}"
+    return f"schedule-run:{kind}:{utc_text(asked_at)}"
 
 
-def _utc(moment: datetime) -> str:
+def utc_text(moment: datetime) -> str:
+    """The moment in UTC, ISO 8601 with `Z` (as slot keys name it)."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 

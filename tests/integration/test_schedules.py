@@ -279,3 +279,12 @@ def test_a_jittered_slots_job_waits_for_its_share(make_app: Callable[[], tenure.
     (job_id,) = schedules.fire_due("spread", schedule, now=T0).jobs
     slot = T0.replace(minute=0, second=0)
     assert app.ledger.get(job_id).run_after == schedule.start_of(slot) > slot
+
+
+def test_firing_something_that_is_not_a_schedule_is_refused(db_url: str) -> None:
+    with tenure.connect(db_url) as ledger:
+        with pytest.raises(tenure.InvalidArgument, match="must be a tenure Schedule"):
+            ledger.operations.schedules.fire_due("report", "* * * * *")  # type: ignore[arg-type]
+        with pytest.raises(tenure.InvalidArgument, match="kind"):
+            ledger.operations.schedules.fire_all({"bad\x00kind": None})  # type: ignore[dict-item]
+        assert ledger.operations.schedules.list() == []

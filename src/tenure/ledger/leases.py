@@ -9,6 +9,7 @@ be reached during a lease write raises `OwnershipUnknown`.
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -25,6 +26,7 @@ from tenure.errors import (
 from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
+from tenure.rates import RateClaim
 from tenure.storage.base import (
     NO_CLAIM,
     AttemptFailure,
@@ -107,6 +109,7 @@ class Leases(Part[LeaseWrites]):
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rates: RateClaim | None = None,
     ) -> list[Lease]:
         """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
 
@@ -115,7 +118,8 @@ class Leases(Part[LeaseWrites]):
         transaction of a few statements instead of one. `variants` ({kind: [variant, ...]},
         "stable" for jobs without one): of those kinds, claim only those variants.
         `rescue=False` leaves expired leases to a later claim (a worker rescues once a
-        second; see `ClaimRequest`).
+        second; see `ClaimRequest`). `rates` (the kinds' `tenure.Rate`s and keys) keeps each
+        rate key within its rate across workers, and tells when a held key has room again.
         """
         request = _claim_request(owner_id, kinds, lease_seconds, limit, variants, rescue)
         limits = {
@@ -123,8 +127,17 @@ class Leases(Part[LeaseWrites]):
             for kind, n in (kind_limits or {}).items()
             if request.kinds is None or kind in request.kinds
         }
-        if limits or self.limits.has_tenant_limits():
-            leases = self.store.limited_claim(request, limits)
+        scoped = None
+        if rates is not None:
+            rates.next_in = None
+            kinds = request.kinds
+            scoped = RateClaim(
+                {k: r for k, r in rates.rules.items() if kinds is None or k in kinds}
+            )
+        if limits or self.limits.has_tenant_limits() or (scoped is not None and scoped.rules):
+            leases = self.store.limited_claim(request, limits, scoped)
+            if rates is not None and scoped is not None:
+                rates.next_in = scoped.next_in
         else:
             leases = self.store.claim(request)
         self._log_claims(leases, request.owner_id)
@@ -355,6 +368,22 @@ class Leases(Part[LeaseWrites]):
         """Give the job back at once, without spending the attempt (graceful shutdown)."""
         check_lease(lease)
         if not self.guard(lease, "release", lambda: self.store.release(lease)):
+            self.lost(lease, "release")
+
+    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
+        """The handler met its provider's limit: hold the rate `key` (if the class has one) for
+        `retry_after` seconds on every worker, and give the job back without spending the
+        attempt, due again then. The event says why and how long, never the key."""
+        check_lease(lease)
+        seconds = 0.0 if retry_after == 0 else check_seconds(retry_after, "retry_after")
+        detail = json.dumps({"reason": "rate_limited", "retry_after": seconds})
+
+        def hold_and_release() -> bool:
+            if key is not None:
+                self.store.hold_rate_key(key, seconds)
+            return self.store.release(lease, seconds, detail)
+
+        if not self.guard(lease, "release", hold_and_release):
             self.lost(lease, "release")
 
     def start_stage(

@@ -45,6 +45,7 @@ class LedgerPort:
         self.stage_raised, self.finish_stage = leases.stage_raised, leases.finish_stage
         self.complete, self.complete_many = leases.complete, leases.complete_many
         self.fail, self.release, self.record = leases.fail, leases.release, leases.record
+        self.rate_limited = leases.rate_limited
         self.get = reading.get
         self.stages = store.stages
         self.spawn, self.wait_on = waits.spawn, waits.wait_on

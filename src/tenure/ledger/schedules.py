@@ -9,7 +9,7 @@ import builtins
 import json
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from tenure.errors import IdempotencyConflict, InvalidArgument
@@ -17,7 +17,7 @@ from tenure.ledger.core import LedgerCore, Part
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
 from tenure.options import SubmitOptions
-from tenure.schedules import Schedule, SchedulePass, run_key, slot_key
+from tenure.schedules import Schedule, SchedulePass, run_key, slot_key, utc_text
 from tenure.storage.base import JobStore
 from tenure.storage.schedules import Advance, ScheduleRow, ScheduleStore
 from tenure.types import EventType
@@ -57,6 +57,13 @@ class Schedules(Part[ScheduleParts]):
         """`fire_due` for several kinds, with one read of their rows and of the clock."""
         if now is not None and now.tzinfo is None:
             raise InvalidArgument("now must be an aware datetime (with a time zone)")
+        for kind, schedule in schedules.items():
+            check_name(kind, "kind")
+            if not isinstance(schedule, Schedule):
+                raise InvalidArgument(
+                    f"the schedule of {kind!r} must be a tenure Schedule, "
+                    f"got {type(schedule).__name__}"
+                )
         now = self.core.now() if now is None else now
         rows = {row.kind: row for row in self.store.schedules()}
         return [
@@ -153,4 +160,4 @@ def _unknown(kind: str) -> str:
 
 
 def _utc(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if moment is None else utc_text(moment)

@@ -27,6 +27,7 @@ from tenure.errors import (
     ToolOutcomeUnknown,
 )
 from tenure.port import LeasePort
+from tenure.rates import RateLimited
 from tenure.runtime.committer import Committer
 from tenure.runtime.context import Suspended
 from tenure.runtime.keeper import LeaseKeeper
@@ -157,11 +158,24 @@ class Outcomes:
             run.cancel(self._port.lost_reason(run.lease.job_id))
         elif isinstance(exc, StaleFence):
             self.refused(run, exc)
+        elif isinstance(exc, RateLimited):
+            self.rate_limited(run, exc.retry_after)
         else:
             run.log_frames(exc)
             self.fail(
                 run, {"code": "handler_error", "error_type": type(exc).__name__}, retryable=True
             )
+
+    def rate_limited(self, run: JobRun, retry_after: float) -> None:
+        """The provider said 429: hold the class's rate key and give the job back for then."""
+        rule = run.job_class.rate
+        key = None if rule is None else rule.key_for(run.lease.payload)
+        run.log(logging.INFO, "rate_limited", retry_after=retry_after)
+
+        def write(r: JobRun) -> None:
+            self._port.rate_limited(r.lease, key, retry_after)
+
+        self.finish(run, Write.RELEASE, write)
 
     def refused(self, run: JobRun, exc: StaleFence) -> None:
         """A receiver refused the run's effect. Where the receiver's highest token is at least

@@ -36,6 +36,7 @@ from tenure.errors import JobCancelled, StoreUnavailable, TenureError
 from tenure.ledger import Ledger, lease_port, pinned_variants
 from tenure.logs import emit
 from tenure.port import LeasePort
+from tenure.rates import RateClaim
 from tenure.runtime.attempt import call_handler, open_context
 from tenure.runtime.committer import ClaimSpec, Committer
 from tenure.runtime.context import Suspended
@@ -142,6 +143,10 @@ class Worker:
             for kind in self.kinds
             if (limit := app.job_classes[kind].concurrency_limit) is not None
         }
+        self._rates = {
+            kind: rule for kind in self.kinds if (rule := app.job_classes[kind].rate) is not None
+        }
+        self._rate_due: float | None = None  # seconds until a held rate key has room
         self._supervisor = Supervisor(self._crash)
         self._threads = HandlerThreads(concurrency, self._supervisor)
         self._stopping = threading.Event()
@@ -367,9 +372,11 @@ class Worker:
     def claims_with_results(self) -> bool:
         """Whether the committer's statements claim too. Under concurrency limits claims take
         the serialised path of the claim loop."""
-        return not (
-            self._stopping.is_set() or self._kind_limits or self._port().has_tenant_limits()
-        )
+        return not (self._stopping.is_set() or self._limited())
+
+    def _limited(self) -> bool:
+        """Whether claims take the serialised path (concurrency or rate limits)."""
+        return bool(self._kind_limits or self._rates or self._port().has_tenant_limits())
 
     def reserve_claim(self) -> ClaimSpec | None:
         """Free slots for the committer's next statement to fill, if any."""
@@ -449,7 +456,11 @@ class Worker:
                     continue
             # Fewer jobs than free slots: the queue is empty for now. Wait for a wake-up
             # (or the next poll) rather than asking again at once.
-            if self._wake.wait(idle_wait * random.uniform(0.5, 1.0)):
+            wait = idle_wait * random.uniform(0.5, 1.0)
+            if self._rate_due is not None and self._rate_due < wait:
+                self._wake.wait(max(0.001, self._rate_due))  # a held key has room then
+                continue
+            if self._wake.wait(wait):
                 idle_wait = _FIRST_IDLE_WAIT
             else:
                 idle_wait = min(idle_wait * 2, self.poll_interval)
@@ -476,12 +487,14 @@ class Worker:
     def _claim(self, groups: list[tuple[float, list[str]]], free: int) -> int:
         claimed = 0
         rescue = self._rescue_due()  # for every group: each has its own kinds' leases
+        self._rate_due = None
         for lease_seconds, kinds in groups:
             granted = self._reserve(free - claimed)
             if not granted:
                 break
             try:
                 sent_at = self.clock.monotonic()
+                rates = RateClaim(self._rates) if self._rates else None
                 leases = self._port().claim_many(
                     self.worker_id,
                     limit=granted,
@@ -490,8 +503,12 @@ class Worker:
                     kind_limits=self._kind_limits,
                     variants=self.variants,
                     rescue=rescue,
+                    rates=rates,
                 )
                 self.claim_latency.observe(self.clock.monotonic() - sent_at)
+                if rates is not None and rates.next_in is not None:
+                    due: float | None = self._rate_due
+                    self._rate_due = rates.next_in if due is None else min(due, rates.next_in)
                 for lease in leases:
                     self._start(lease, sent_at)
             finally:
@@ -558,7 +575,7 @@ class Worker:
             if self._runs.get(run.lease.job_id) is run:
                 del self._runs[run.lease.job_id]
         self._free_slot()
-        if self._kind_limits or self._port().has_tenant_limits():
+        if self._limited():
             # Room under a limit is not announced by NOTIFY: look again at once.
             self._wake.set()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from tenure.rates import RateClaim
 from tenure.storage.evidence import EvidenceStore
 from tenure.storage.migrate import Track
 from tenure.storage.schedules import ScheduleStore
@@ -352,9 +353,19 @@ class LeaseStore(Protocol):
         """Advance the cursor and store the checkpoint, if the lease still holds."""
         ...
 
-    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
+    def limited_claim(
+        self,
+        request: ClaimRequest,
+        kind_limits: Mapping[str, int],
+        rates: RateClaim | None = None,
+    ) -> list[Lease]:
         """`claim`, keeping each tenant (its stored limit) and kind (`kind_limits`) within its
-        concurrency limit, serialised against other such claims."""
+        concurrency limit and each rate key (`rates`) within its rate, serialised against other
+        such claims; `rates.next_in` tells when a key held back allows its next claim."""
+        ...
+
+    def hold_rate_key(self, key: str, seconds: float) -> None:
+        """No claim of the rate key for `seconds` from the database's now."""
         ...
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
@@ -369,8 +380,9 @@ class LeaseStore(Protocol):
         """
         ...
 
-    def release(self, lease: Lease) -> bool:
-        """Give the job back without spending the attempt, if the lease still holds."""
+    def release(self, lease: Lease, delay: float = 0.0, detail_json: str = "{}") -> bool:
+        """Give the job back without spending the attempt, if the lease still holds: due again
+        in `delay` seconds; `detail_json` is its `job_released` event's detail."""
         ...
 
     def cancel(self, job_id: str) -> bool:

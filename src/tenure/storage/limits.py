@@ -5,14 +5,18 @@ statements that see every claim committed before; SQLite: BEGIN IMMEDIATE): read
 and the running counts, ask for the next claimable jobs leaving out full tenants and kinds,
 then pick in claim order (priority, then age) while each tenant and kind has room. A tenant
 at its limit is skipped, not waited for: the others' jobs go ahead of its backlog.
+Rate limits (`tenure.rates`) are checked last, in the same transaction: each key's row is read,
+moved forward by the claims it allows, and written back before the claim (`RateBook`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from tenure.rates import KeyClock, RateClaim, RateRule
 from tenure.storage.rows import Row
 
 # Claimable jobs read per claimed slot: room for skipping a few that do not fit.
@@ -50,8 +54,14 @@ class LimitPlan:
     def full_kinds(self) -> list[str]:
         return sorted(k for k, n in self.kind_limits.items() if self.kinds[k] >= n)
 
-    def choose(self, window: Iterable[Row], limit: int) -> list[str]:
-        """Ids to claim, in window order, each tenant and kind kept within its limit."""
+    def choose(
+        self,
+        window: Iterable[Row],
+        limit: int,
+        admit: Callable[[Row], bool] | None = None,
+    ) -> list[str]:
+        """Ids to claim, in window order, each tenant and kind kept within its limit and,
+        last, each rate key's (`admit` takes the claim from the row's key, if it has room)."""
         chosen: list[str] = []
         for row in window:
             if len(chosen) >= limit:
@@ -61,7 +71,80 @@ class LimitPlan:
                 continue
             if self.kinds[kind] >= self.kind_limits.get(kind, 1 << 62):
                 continue
+            if admit is not None and not admit(row):
+                continue
             self.tenants[tenant] += 1
             self.kinds[kind] += 1
             chosen.append(str(row["id"]))
         return chosen
+
+
+class RateBook:
+    """The rate keys' rows a limited claim reads and moves forward, inside its serialised
+    transaction: `now` is the database's clock (epoch seconds); `read(keys)` gives the stored
+    rows (key, tat) of those keys."""
+
+    def __init__(
+        self, claim: RateClaim, now: float, read: Callable[[list[str]], Iterable[Row]]
+    ) -> None:
+        self.claim, self.now, self._read = claim, now, read
+        self._clocks: dict[str, KeyClock] = {}
+        self._moved: set[str] = set()
+        self._refused: list[float] = []
+
+    def _load(self, wanted: Mapping[str, RateRule]) -> None:
+        missing = sorted(key for key in wanted if key not in self._clocks)
+        if not missing:
+            return
+        stored = {str(row["key"]): float(row["tat"]) for row in self._read(missing)}
+        for key in missing:
+            rate = wanted[key].rate
+            self._clocks[key] = KeyClock(stored.get(key, self.now), rate.interval, rate.tolerance)
+
+    def full_kinds(self, kinds: Iterable[str]) -> list[str]:
+        """The kinds of a fixed key that allows no claim now (left out of the window)."""
+        fixed = {
+            kind: rule
+            for kind in kinds
+            if (rule := self.claim.rules.get(kind)) is not None and rule.key_of is None
+        }
+        self._load({rule.key_for(None): rule for rule in fixed.values()})
+        full = []
+        for kind, rule in fixed.items():
+            clock = self._clocks[rule.key_for(None)]
+            if clock.tat - self.now > clock.tolerance + 1e-9:
+                full.append(kind)
+                self._refused.append(clock.next_at())
+        return full
+
+    def keys(self, window: Iterable[Row], payload: Callable[[Any], Any]) -> dict[str, str]:
+        """Each limited row's key, by job id (its rows loaded)."""
+        keyed: dict[str, str] = {}
+        wanted: dict[str, RateRule] = {}
+        for row in window:
+            rule = self.claim.rules.get(row["kind"])
+            if rule is not None:
+                key = rule.key_for(payload(row["payload"]) if rule.key_of else None)
+                keyed[str(row["id"])] = key
+                wanted.setdefault(key, rule)
+        self._load(wanted)
+        return keyed
+
+    def take(self, key: str | None) -> bool:
+        """A claim of a job of this key (None: unlimited), if the key has room now."""
+        if key is None:
+            return True
+        clock = self._clocks[key]
+        if clock.take(self.now):
+            self._moved.add(key)
+            return True
+        self._refused.append(clock.next_at())
+        return False
+
+    def written(self) -> dict[str, float]:
+        """The moved keys' new `tat`s, to store."""
+        return {key: self._clocks[key].tat for key in sorted(self._moved)}
+
+    def finish(self) -> None:
+        """Tell the claimer when the earliest refused key allows a claim again."""
+        self.claim.next_in = max(0.0, min(self._refused) - self.now) if self._refused else None

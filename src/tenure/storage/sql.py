@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from tenure.rates import RateClaim
 from tenure.storage.base import (
     NOTHING_TO_PUBLISH,
     ApiKeyRecord,
@@ -28,7 +29,7 @@ from tenure.storage.base import (
     PrincipalFilter,
     Store,
 )
-from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan
+from tenure.storage.limits import WINDOW_PER_SLOT, LimitPlan, RateBook
 from tenure.storage.rows import (
     Decoder,
     Row,
@@ -134,14 +135,30 @@ class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
         """Settle expired leases and take up to `request.limit` claimable jobs, atomically."""
         return self.exchange(NOTHING_TO_PUBLISH, request)[1]
 
-    def limited_claim(self, request: ClaimRequest, kind_limits: Mapping[str, int]) -> list[Lease]:
-        """A claim within the tenants' and kinds' concurrency limits (see storage.limits)."""
+    def limited_claim(
+        self,
+        request: ClaimRequest,
+        kind_limits: Mapping[str, int],
+        rates: RateClaim | None = None,
+    ) -> list[Lease]:
+        """A claim within the tenants' and kinds' concurrency limits and the kinds' rate limits
+        (see storage.limits)."""
         with self._transaction() as tx:
             self._limited_claim_lock(tx)
             tenant_limits = {
                 row["name"]: int(row["max_running"]) for row in tx.rows("tenant_limits")
             }
             plan = LimitPlan.of(tenant_limits, kind_limits, tx.rows("limited_claim__running"))
+            book = None
+            full_kinds = plan.full_kinds
+            if rates is not None and rates.rules:
+                now = float(tx.rows("limited_claim__clock")[0]["now"])
+                book = RateBook(
+                    rates,
+                    now,
+                    lambda keys: tx.rows("limited_claim__rates", {"keys": self._array(keys)}),
+                )
+                full_kinds = sorted({*full_kinds, *book.full_kinds(request.kinds or rates.rules)})
             window = tx.rows(
                 "limited_claim__window",
                 {
@@ -149,14 +166,28 @@ class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
                     "pinned": self._array(request.pinned),
                     "pinned_kinds": self._array(request.pinned_kinds),
                     "full_tenants": self._array(plan.full_tenants),
-                    "full_kinds": self._array(plan.full_kinds),
+                    "full_kinds": self._array(full_kinds),
+                    "keyed_kinds": self._array(rates.keyed_kinds() if rates else []),
                     "window": request.limit * WINDOW_PER_SLOT,
                 },
             )
-            chosen = plan.choose(window, request.limit)
+            if book is None:
+                chosen = plan.choose(window, request.limit)
+            else:
+                keys = book.keys(window, self.decode.json)
+                chosen = plan.choose(
+                    window, request.limit, lambda row: book.take(keys.get(str(row["id"])))
+                )
+                if tats := book.written():
+                    tx.rows("limited_claim__rates_moved", {"tats": json.dumps(tats)})
+                book.finish()
             # Even with nothing to take, the claim settles expired last attempts (and so wakes
             # the parents that wait for them), as every claim does.
             return self._exchange_in(tx, replace(request, limit=len(chosen), only_ids=chosen))
+
+    def hold_rate_key(self, key: str, seconds: float) -> None:
+        """No claim of the key for `seconds` from the database's now (a provider's 429)."""
+        self._write_rows("hold_rate_key", {"key": key, "seconds": seconds})
 
     def tenant_limits(self) -> dict[str, int]:
         """Every tenant's concurrency limit."""

@@ -41,6 +41,7 @@ from tenure.errors import (
     TerminalJob,
 )
 from tenure.evidence import DocumentRef, Evidence, Reference, check_reference, reference_sha256
+from tenure.rates import RateClaim
 from tenure.storage.waits import NEVER
 from tenure.testing.clock import FakeClock
 from tenure.testing.memory_jobs import OPEN, JobTables, stored_json
@@ -241,8 +242,11 @@ class MemoryPort(JobTables):
         kind_limits: Mapping[str, int] | None = None,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rates: RateClaim | None = None,
     ) -> list[Lease]:
-        del rescue  # memory has no dead versions: every claim looks for expired leases
+        # Memory has no dead versions: every claim looks for expired leases. It runs one
+        # process's handlers: rate limits, a fleet's concern, are not kept here.
+        del rescue, rates
         with self._tx() as later:
             return self._claim(later, owner_id, limit, kinds, lease_seconds, kind_limits, variants)
 
@@ -440,12 +444,20 @@ class MemoryPort(JobTables):
             return row.state
 
     def release(self, lease: Lease) -> None:
+        self.rate_limited(lease, None, 0.0)
+
+    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
+        del key  # no rate keys here (see claim_many)
         with self._tx() as later:
             row = self._guard(lease, "release")
             now = self.now()
             row.state, row.owner_id, row.lease_until = JobState.QUEUED, None, None
-            row.attempt, row.run_after, row.updated_at = row.attempt - 1, now, now
-            self._event(row, EventType.JOB_RELEASED, lease.token, lease.owner_id)
+            row.attempt, row.updated_at = row.attempt - 1, now
+            row.run_after = now + timedelta(seconds=retry_after)
+            detail: dict[str, Any] = (
+                {"reason": "rate_limited", "retry_after": retry_after} if retry_after else {}
+            )
+            self._event(row, EventType.JOB_RELEASED, lease.token, lease.owner_id, **detail)
             self._claimable(later, row.kind)
 
     def record(self, /, lease: Lease, event: EventType, **detail: Any) -> None:

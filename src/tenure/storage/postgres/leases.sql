@@ -249,7 +249,7 @@ WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 released AS (
     UPDATE tenure_jobs j
     SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = j.attempt - 1,
-        run_after = clock.now, updated_at = clock.now
+        run_after = clock.now + make_interval(secs => %(delay)s::float8), updated_at = clock.now
     FROM clock
     WHERE j.id = %(job_id)s::uuid AND j.state = 'running' AND j.owner_id = %(owner_id)s
       AND j.fencing_token = %(token)s AND j.lease_until > clock.now
@@ -257,7 +257,7 @@ released AS (
 ),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
-    SELECT id, 'job_released', at, %(token)s, %(owner_id)s, '{}'::jsonb FROM released
+    SELECT id, 'job_released', at, %(token)s, %(owner_id)s, %(detail)s::jsonb FROM released
 )
 SELECT id::text AS id FROM released
 CROSS JOIN LATERAL (SELECT pg_notify('tenure_jobs:' || current_schema(), released.kind)) AS woken;
@@ -357,8 +357,10 @@ GROUP BY tenant, kind;
 -- name: limited_claim__window
 -- The next claimable jobs in claim order, leaving out tenants and kinds already at their limit
 -- (the caller picks among them within the remaining room).
-SELECT id::text AS id, tenant, kind FROM (
-    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+SELECT id::text AS id, tenant, kind, payload FROM (
+    (SELECT id, tenant, kind, priority, seq,
+            CASE WHEN kind = ANY (%(keyed_kinds)s::text[]) THEN payload END AS payload
+     FROM tenure_jobs
      WHERE state = 'running' AND lease_until <= clock_timestamp() AND attempt < max_attempts
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
        AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
@@ -367,7 +369,9 @@ SELECT id::text AS id, tenant, kind FROM (
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY lease_until LIMIT %(window)s)
     UNION ALL
-    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+    (SELECT id, tenant, kind, priority, seq,
+            CASE WHEN kind = ANY (%(keyed_kinds)s::text[]) THEN payload END AS payload
+     FROM tenure_jobs
      WHERE state = 'queued' AND run_after <= clock_timestamp()
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
        AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
@@ -376,7 +380,9 @@ SELECT id::text AS id, tenant, kind FROM (
        AND NOT (kind = ANY (%(full_kinds)s::text[]))
      ORDER BY priority DESC, seq LIMIT %(window)s)
     UNION ALL
-    (SELECT id, tenant, kind, priority, seq FROM tenure_jobs
+    (SELECT id, tenant, kind, priority, seq,
+            CASE WHEN kind = ANY (%(keyed_kinds)s::text[]) THEN payload END AS payload
+     FROM tenure_jobs
      WHERE state = 'waiting' AND run_after <= clock_timestamp()
        AND (%(kinds)s::text[] IS NULL OR kind = ANY (%(kinds)s::text[]))
        AND (NOT (kind = ANY (%(pinned_kinds)s::text[]))
@@ -386,3 +392,24 @@ SELECT id::text AS id, tenant, kind FROM (
      ORDER BY run_after LIMIT %(window)s)
 ) AS claimable
 ORDER BY priority DESC, seq;
+
+-- Rate limits (tenure.rates, storage.limits.RateBook): one row per key, its theoretical
+-- arrival time in epoch seconds by this clock; read and written inside the limited claim's
+-- serialised transaction.
+
+-- name: limited_claim__clock
+SELECT extract(epoch FROM clock_timestamp())::float8 AS now;
+
+-- name: limited_claim__rates
+SELECT key, tat FROM tenure_rates WHERE key = ANY (%(keys)s::text[]);
+
+-- name: limited_claim__rates_moved
+INSERT INTO tenure_rates (key, tat)
+SELECT key, value::float8 FROM jsonb_each_text(%(tats)s::jsonb)
+ON CONFLICT (key) DO UPDATE SET tat = GREATEST(tenure_rates.tat, excluded.tat);
+
+-- name: hold_rate_key
+-- A provider said 429: no claim of the key before now + seconds (a later hold stands).
+INSERT INTO tenure_rates (key, tat)
+VALUES (%(key)s, extract(epoch FROM clock_timestamp())::float8 + %(seconds)s::float8)
+ON CONFLICT (key) DO UPDATE SET tat = GREATEST(tenure_rates.tat, excluded.tat);

@@ -469,9 +469,9 @@ class PostgresStore(SqlStore):
         )
         return JobState(rows[0]["state"]) if rows else None
 
-    def release(self, lease: Lease) -> bool:
+    def release(self, lease: Lease, delay: float = 0.0, detail_json: str = "{}") -> bool:
         """Give the job back if the lease holds."""
-        return bool(self._guarded("release", lease))
+        return bool(self._guarded("release", lease, delay=delay, detail=detail_json))
 
     def cancel(self, job_id: str) -> bool:
         """Cancel the job and its unfinished descendants, each token bumped: one transaction

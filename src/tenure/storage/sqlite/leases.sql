@@ -114,7 +114,7 @@ RETURNING id, state, attempt, run_after, parent_id;
 -- guard: lease (model: release)
 UPDATE tenure_jobs
 SET state = 'queued', owner_id = NULL, lease_until = NULL, attempt = attempt - 1,
-    run_after = :now, updated_at = :now
+    run_after = :now + :delay, updated_at = :now
 WHERE id = :job_id AND state = 'running' AND owner_id = :owner_id
   AND fencing_token = :token AND lease_until > :now
 RETURNING id;
@@ -152,9 +152,12 @@ WHERE state = 'running' AND lease_until > :now
 GROUP BY tenant, kind;
 
 -- name: limited_claim__window
-SELECT id, tenant, kind FROM (
+SELECT id, tenant, kind, payload FROM (
     SELECT * FROM (
-        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        SELECT id, tenant, kind, priority, rowid AS position,
+               CASE WHEN kind IN (SELECT value FROM json_each(:keyed_kinds)) THEN payload END
+                 AS payload
+        FROM tenure_jobs
         WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -166,7 +169,10 @@ SELECT id, tenant, kind FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        SELECT id, tenant, kind, priority, rowid AS position,
+               CASE WHEN kind IN (SELECT value FROM json_each(:keyed_kinds)) THEN payload END
+                 AS payload
+        FROM tenure_jobs
         WHERE state = 'queued' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -178,7 +184,10 @@ SELECT id, tenant, kind FROM (
     )
     UNION ALL
     SELECT * FROM (
-        SELECT id, tenant, kind, priority, rowid AS position FROM tenure_jobs
+        SELECT id, tenant, kind, priority, rowid AS position,
+               CASE WHEN kind IN (SELECT value FROM json_each(:keyed_kinds)) THEN payload END
+                 AS payload
+        FROM tenure_jobs
         WHERE state = 'waiting' AND run_after <= :now
           AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
           AND (kind NOT IN (SELECT value FROM json_each(:pinned_kinds))
@@ -190,3 +199,20 @@ SELECT id, tenant, kind FROM (
     )
 )
 ORDER BY priority DESC, position;
+
+-- Rate limits (see the PostgreSQL file): epoch seconds, as every time of this dialect.
+
+-- name: limited_claim__clock
+SELECT :now AS now;
+
+-- name: limited_claim__rates
+SELECT key, tat FROM tenure_rates WHERE key IN (SELECT value FROM json_each(:keys));
+
+-- name: limited_claim__rates_moved
+INSERT INTO tenure_rates (key, tat)
+SELECT key, value FROM json_each(:tats) WHERE true
+ON CONFLICT (key) DO UPDATE SET tat = max(tat, excluded.tat);
+
+-- name: hold_rate_key
+INSERT INTO tenure_rates (key, tat) VALUES (:key, :now + :seconds)
+ON CONFLICT (key) DO UPDATE SET tat = max(tat, excluded.tat);

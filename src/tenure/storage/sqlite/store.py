@@ -453,9 +453,10 @@ class SqliteStore(SqlStore):
             tx.lease_event(lease, event, detail)
             return state
 
-    def release(self, lease: Lease) -> bool:
+    def release(self, lease: Lease, delay: float = 0.0, detail_json: str = "{}") -> bool:
         """Give the job back if the lease holds."""
-        if self._guarded("release", lease, EventType.JOB_RELEASED, "{}") is None:
+        event = EventType.JOB_RELEASED
+        if self._guarded("release", lease, event, detail_json, delay=delay) is None:
             return False
         LOCAL.publish(self._where, lease.kind)
         return True

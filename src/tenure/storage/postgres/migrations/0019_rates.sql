@@ -1,0 +1,7 @@
+-- tenure schema, version 19 (PostgreSQL): fleet-wide rate limits. One row per rate key: its
+-- theoretical arrival time (GCRA), epoch seconds by the database's clock, moved forward by the
+-- claims it allows (storage.limits.RateBook) and by a handler's `RateLimited` (a hold).
+CREATE TABLE tenure_rates (
+    key text             PRIMARY KEY,
+    tat double precision NOT NULL
+);
