@@ -344,8 +344,9 @@ class App:
         runs), "once" (the latest runs) or "all" (the latest `max_catch_up` run).
         `schedule_jitter` (seconds, at most the period) delays each slot's job by its own share
         of it, the same on every worker, so that a fleet's schedules do not all start at once.
-        `rate=tenure.Rate(count, per=seconds)` allows at most that many claims of the key
-        per period across every worker of the database, enforced in the claim; `rate_key`
+        `rate=tenure.Rate(count, per=seconds)` paces the claims of the key at that rate
+        across every worker of the database, enforced in the claim (at most `count + burst`
+        in any one period; see `tenure.Rate`); `rate_key`
         names the key (default the kind; kinds naming one key share it), or is a function of
         the payload that returns it (one key per provider account, say). A handler that meets
         its provider's limit raises `tenure.RateLimited(retry_after=s)`: the key is held for

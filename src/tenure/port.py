@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from tenure.errors import TenureError
 from tenure.evidence import DocumentRef, Evidence, Reference
-from tenure.rates import RateClaim
+from tenure.rates import RateClaim, RateRule
 from tenure.types import (
     JSON,
     CancelReason,
@@ -180,9 +180,9 @@ class LeasePort(Protocol):
         """Give the job back without spending the attempt."""
         ...
 
-    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
-        """Hold the rate key (if any) for `retry_after` seconds and give the job back without
-        spending the attempt, due again then."""
+    def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
+        """Hold the job's rate key (its class's `rule`, if any) for `retry_after` seconds and
+        give the job back without spending the attempt, due again then."""
         ...
 
     def record(self, /, lease: Lease, event: EventType, **detail: Any) -> None:

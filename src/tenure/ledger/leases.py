@@ -26,7 +26,7 @@ from tenure.errors import (
 from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.limits import Limits
 from tenure.logs import emit
-from tenure.rates import RateClaim
+from tenure.rates import RateClaim, RateRule
 from tenure.storage.base import (
     NO_CLAIM,
     AttemptFailure,
@@ -370,17 +370,22 @@ class Leases(Part[LeaseWrites]):
         if not self.guard(lease, "release", lambda: self.store.release(lease)):
             self.lost(lease, "release")
 
-    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
-        """The handler met its provider's limit: hold the rate `key` (if the class has one) for
-        `retry_after` seconds on every worker, and give the job back without spending the
-        attempt, due again then. The event says why and how long, never the key."""
+    def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
+        """The handler met its provider's limit: hold the job's rate key (if its class has a
+        `rule`) for `retry_after` seconds on every worker, and give the job back without
+        spending the attempt, due again then. The event says why and how long, never the key.
+        (Two writes: a release that fails after the hold leaves the key held, the job with
+        the lease it had.)"""
         check_lease(lease)
         seconds = 0.0 if retry_after == 0 else check_seconds(retry_after, "retry_after")
+        key = None if rule is None else rule.key_for(lease.payload)
+        # No claim before the hold ends, whatever burst the rate allows ahead of its pace.
+        hold = seconds + (0.0 if rule is None else rule.rate.tolerance)
         detail = json.dumps({"reason": "rate_limited", "retry_after": seconds})
 
         def hold_and_release() -> bool:
             if key is not None:
-                self.store.hold_rate_key(key, seconds)
+                self.store.hold_rate_key(key, hold)
             return self.store.release(lease, seconds, detail)
 
         if not self.guard(lease, "release", hold_and_release):

@@ -169,11 +169,10 @@ class Outcomes:
     def rate_limited(self, run: JobRun, retry_after: float) -> None:
         """The provider said 429: hold the class's rate key and give the job back for then."""
         rule = run.job_class.rate
-        key = None if rule is None else rule.key_for(run.lease.payload)
         run.log(logging.INFO, "rate_limited", retry_after=retry_after)
 
         def write(r: JobRun) -> None:
-            self._port.rate_limited(r.lease, key, retry_after)
+            self._port.rate_limited(r.lease, rule, retry_after)
 
         self.finish(run, Write.RELEASE, write)
 

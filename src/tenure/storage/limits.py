@@ -94,12 +94,18 @@ class RateBook:
 
     def _load(self, wanted: Mapping[str, RateRule]) -> None:
         missing = sorted(key for key in wanted if key not in self._clocks)
-        if not missing:
-            return
-        stored = {str(row["key"]): float(row["tat"]) for row in self._read(missing)}
-        for key in missing:
-            rate = wanted[key].rate
-            self._clocks[key] = KeyClock(stored.get(key, self.now), rate.interval, rate.tolerance)
+        stored = (
+            {str(row["key"]): float(row["tat"]) for row in self._read(missing)} if missing else {}
+        )
+        for key, rule in wanted.items():
+            clock = self._clocks.get(key)
+            if clock is None:
+                self._clocks[key] = KeyClock(
+                    stored.get(key, self.now), rule.rate.interval, rule.rate.tolerance
+                )
+            else:  # a key two classes reach with different rates keeps the stricter
+                clock.interval = max(clock.interval, rule.rate.interval)
+                clock.tolerance = min(clock.tolerance, rule.rate.tolerance)
 
     def full_kinds(self, kinds: Iterable[str]) -> list[str]:
         """The kinds of a fixed key that allows no claim now (left out of the window)."""
@@ -126,7 +132,8 @@ class RateBook:
             if rule is not None:
                 key = rule.key_for(payload(row["payload"]) if rule.key_of else None)
                 keyed[str(row["id"])] = key
-                wanted.setdefault(key, rule)
+                if key not in wanted or rule.rate.interval > wanted[key].rate.interval:
+                    wanted[key] = rule
         self._load(wanted)
         return keyed
 

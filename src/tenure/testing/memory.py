@@ -41,7 +41,7 @@ from tenure.errors import (
     TerminalJob,
 )
 from tenure.evidence import DocumentRef, Evidence, Reference, check_reference, reference_sha256
-from tenure.rates import RateClaim
+from tenure.rates import RateClaim, RateRule
 from tenure.storage.waits import NEVER
 from tenure.testing.clock import FakeClock
 from tenure.testing.memory_jobs import OPEN, JobTables, stored_json
@@ -446,8 +446,8 @@ class MemoryPort(JobTables):
     def release(self, lease: Lease) -> None:
         self.rate_limited(lease, None, 0.0)
 
-    def rate_limited(self, lease: Lease, key: str | None, retry_after: float) -> None:
-        del key  # no rate keys here (see claim_many)
+    def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
+        del rule  # no rate keys here (see claim_many)
         with self._tx() as later:
             row = self._guard(lease, "release")
             now = self.now()
