@@ -184,6 +184,39 @@ def test_three_worker_processes_fire_each_slot_once(db_url: str, tmp_path: Path)
     ledger.close()
 
 
+def test_a_scheduler_killed_in_the_middle_of_a_slot_leaves_it_to_the_next(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A worker process SIGKILLed inside its pass (the slot reached, its job not submitted):
+    the next worker fires that slot and the ones after it, one job each, none left out."""
+    stalled, fresh = tmp_path / "stalled", tmp_path / "fresh"
+    stalled.mkdir(), fresh.mkdir()
+    first = LoggedWorker("tests.support.stalled_schedule_app:app", db_url, stalled)
+    ledger = tenure.connect(db_url)
+    poll(lambda: len(ledger.list(kind="tock", limit=100)) >= 2, 30, "two tocks")
+    (stalled / "stall").write_text("")
+    in_pass = poll(lambda: (stalled / "in-pass").exists() and (stalled / "in-pass"), 30, "a pass")
+    slot = datetime.fromisoformat(in_pass.read_text())
+    first.proc.kill()
+    assert first.proc.wait(15) == -9
+    before = sorted(
+        datetime.fromisoformat(job.payload["slot"]) for job in ledger.list(kind="tock", limit=100)
+    )
+    assert before[-1] < slot  # killed before it submitted the slot's job
+    second = LoggedWorker("tests.support.stalled_schedule_app:app", db_url, fresh)
+    try:
+        poll(lambda: len(ledger.list(kind="tock", limit=100)) >= len(before) + 4, 30, "tocks")
+    finally:
+        second.stop()
+    slots = sorted(
+        datetime.fromisoformat(job.payload["slot"]) for job in ledger.list(kind="tock", limit=1000)
+    )
+    assert slot in slots  # the slot the killed pass held was fired by the next worker
+    assert len(set(slots)) == len(slots)
+    assert slots == [slots[0] + timedelta(seconds=n) for n in range(len(slots))]
+    ledger.close()
+
+
 def test_the_admin_key_lists_the_schedules_over_http(make_app: Callable[[], tenure.App]) -> None:
     app = scheduled(make_app)
     schedule = app.job_classes["report"].schedule
