@@ -5,6 +5,8 @@ and unlimited kinds are claimed beside limited ones."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -184,3 +186,50 @@ def test_kinds_sharing_a_key_need_the_same_rate() -> None:
     app.job("b", rate=tenure.Rate(10), rate_key="openai")(lambda ctx, payload: payload)
     with pytest.raises(tenure.InvalidJobClass, match="need the same rate"):
         app.job("c", rate=tenure.Rate(20), rate_key="openai")(lambda ctx, payload: payload)
+
+
+def test_tenants_take_turns_within_a_key(make_app: Callable[[], tenure.App]) -> None:
+    """Tenant `big` submitted 20 jobs before `small`'s 4: the key's claims go in turns of
+    its tenants, so `small`'s jobs are among the first 8 claims, not after `big`'s backlog."""
+    app = make_app()
+    app.job("ask_model", rate=tenure.Rate(20, per=1.0), rate_key="openai")(
+        lambda ctx, payload: payload
+    )
+    big = [app.ledger.submit("ask_model", {"n": n}, tenant="big") for n in range(20)]
+    small = [app.ledger.submit("ask_model", {"n": n}, tenant="small") for n in range(4)]
+    with tenure.Worker(app, concurrency=4, poll_interval=0.05):
+        poll(done(app.ledger, "ask_model", 24), 30, "24 jobs")
+    claims = sorted(
+        (event.at, tenant)
+        for tenant, ids in (("big", big), ("small", small))
+        for job_id in ids
+        for event in app.ledger.events(job_id)
+        if event.type is tenure.EventType.JOB_CLAIMED
+    )
+    first_eight = [tenant for _, tenant in claims[:8]]
+    assert first_eight.count("small") == 4, first_eight
+
+
+def test_a_rate_and_a_concurrency_limit_hold_together(make_app: Callable[[], tenure.App]) -> None:
+    """A kind limited to 2 running and 20 claims a second: both hold."""
+    app = make_app()
+    lock = threading.Lock()
+    running, most = [0], [0]
+
+    @app.job("both", rate=tenure.Rate(20, per=1.0), concurrency_limit=2)
+    def both(ctx: tenure.JobContext, payload: Any) -> Any:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)  # the work: long enough for the concurrency limit to matter
+        with lock:
+            running[0] -= 1
+        return payload
+
+    for n in range(20):
+        app.ledger.submit("both", {"n": n})
+    with tenure.Worker(app, concurrency=8, poll_interval=0.05):
+        poll(done(app.ledger, "both", 20), 30, "20 jobs")
+    assert most[0] <= 2
+    times = claim_times(app.ledger, app.ledger.list(kind="both", limit=100))
+    assert most_in_one_second(times) <= 21

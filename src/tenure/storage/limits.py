@@ -11,8 +11,9 @@ moved forward by the claims it allows, and written back before the claim (`RateB
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from bisect import bisect_right
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,14 +90,16 @@ class RateBook:
     ) -> None:
         self.claim, self.now, self._read = claim, now, read
         self._clocks: dict[str, KeyClock] = {}
+        self._last: dict[str, str | None] = {}  # the tenant each key served last
         self._moved: set[str] = set()
         self._refused: list[float] = []
 
     def _load(self, wanted: Mapping[str, RateRule]) -> None:
         missing = sorted(key for key in wanted if key not in self._clocks)
-        stored = (
-            {str(row["key"]): float(row["tat"]) for row in self._read(missing)} if missing else {}
-        )
+        stored = {}
+        for row in self._read(missing) if missing else ():
+            stored[str(row["key"])] = float(row["tat"])
+            self._last[str(row["key"])] = row["last_tenant"]
         for key, rule in wanted.items():
             clock = self._clocks.get(key)
             if clock is None:
@@ -137,21 +140,55 @@ class RateBook:
         self._load(wanted)
         return keyed
 
-    def take(self, key: str | None) -> bool:
+    def in_turns(self, window: Sequence[Row], keys: Mapping[str, str]) -> list[Row]:
+        """The window with each key's rows put in turns of its tenants (within a priority),
+        the round starting after the tenant the key served last, in the places the key's rows
+        had: a tenant's older backlog does not keep the others from the key's room."""
+        rows_of: dict[str, list[Row]] = {}
+        for row in window:
+            if (key := keys.get(str(row["id"]))) is not None:
+                rows_of.setdefault(key, []).append(row)
+        turns = {key: iter(_turns(rows, self._last.get(key))) for key, rows in rows_of.items()}
+        return [
+            next(turns[key]) if (key := keys.get(str(row["id"]))) is not None else row
+            for row in window
+        ]
+
+    def take(self, key: str | None, tenant: str) -> bool:
         """A claim of a job of this key (None: unlimited), if the key has room now."""
         if key is None:
             return True
         clock = self._clocks[key]
         if clock.take(self.now):
             self._moved.add(key)
+            self._last[key] = tenant
             return True
         self._refused.append(clock.next_at())
         return False
 
-    def written(self) -> dict[str, float]:
-        """The moved keys' new `tat`s, to store."""
-        return {key: self._clocks[key].tat for key in sorted(self._moved)}
+    def written(self) -> dict[str, tuple[float, str | None]]:
+        """The moved keys' new `tat`s and the tenants they served last, to store."""
+        return {key: (self._clocks[key].tat, self._last.get(key)) for key in sorted(self._moved)}
 
     def finish(self) -> None:
         """Tell the claimer when the earliest refused key allows a claim again."""
         self.claim.next_in = max(0.0, min(self._refused) - self.now) if self._refused else None
+
+
+def _turns(rows: Sequence[Row], last: str | None) -> list[Row]:
+    """Rows of one key in turns of their tenants (by name, starting after `last`), each
+    priority level (the window's order) before the next."""
+    levels: dict[int, dict[str, deque[Row]]] = {}
+    for row in rows:
+        level = levels.setdefault(int(row["priority"]), {})
+        level.setdefault(str(row["tenant"]), deque()).append(row)
+    ordered: list[Row] = []
+    for level in levels.values():
+        names = sorted(level)
+        start = bisect_right(names, last) if last is not None else 0
+        names = names[start:] + names[:start]
+        while any(level.values()):
+            for name in names:
+                if level[name]:
+                    ordered.append(level[name].popleft())
+    return ordered

@@ -176,10 +176,12 @@ class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
             else:
                 keys = book.keys(window, self.decode.json)
                 chosen = plan.choose(
-                    window, request.limit, lambda row: book.take(keys.get(str(row["id"])))
+                    book.in_turns(window, keys),
+                    request.limit,
+                    lambda row: book.take(keys.get(str(row["id"])), row["tenant"]),
                 )
-                if tats := book.written():
-                    tx.rows("limited_claim__rates_moved", {"tats": json.dumps(tats)})
+                if moved := book.written():
+                    tx.rows("limited_claim__rates_moved", {"moved": json.dumps(moved)})
                 book.finish()
             # Even with nothing to take, the claim settles expired last attempts (and so wakes
             # the parents that wait for them), as every claim does.

@@ -357,7 +357,7 @@ GROUP BY tenant, kind;
 -- name: limited_claim__window
 -- The next claimable jobs in claim order, leaving out tenants and kinds already at their limit
 -- (the caller picks among them within the remaining room).
-SELECT id::text AS id, tenant, kind, payload FROM (
+SELECT id::text AS id, tenant, kind, priority, payload FROM (
     (SELECT id, tenant, kind, priority, seq,
             CASE WHEN kind = ANY (%(keyed_kinds)s::text[]) THEN payload END AS payload
      FROM tenure_jobs
@@ -401,12 +401,14 @@ ORDER BY priority DESC, seq;
 SELECT extract(epoch FROM clock_timestamp())::float8 AS now;
 
 -- name: limited_claim__rates
-SELECT key, tat FROM tenure_rates WHERE key = ANY (%(keys)s::text[]);
+SELECT key, tat, last_tenant FROM tenure_rates WHERE key = ANY (%(keys)s::text[]);
 
 -- name: limited_claim__rates_moved
-INSERT INTO tenure_rates (key, tat)
-SELECT key, value::float8 FROM jsonb_each_text(%(tats)s::jsonb)
-ON CONFLICT (key) DO UPDATE SET tat = GREATEST(tenure_rates.tat, excluded.tat);
+-- `moved` maps each key to [tat, the tenant it served last].
+INSERT INTO tenure_rates (key, tat, last_tenant)
+SELECT key, (value ->> 0)::float8, value ->> 1 FROM jsonb_each(%(moved)s::jsonb)
+ON CONFLICT (key) DO UPDATE
+SET tat = GREATEST(tenure_rates.tat, excluded.tat), last_tenant = excluded.last_tenant;
 
 -- name: hold_rate_key
 -- A provider said 429: no claim of the key before now + seconds (a later hold stands).

@@ -152,7 +152,7 @@ WHERE state = 'running' AND lease_until > :now
 GROUP BY tenant, kind;
 
 -- name: limited_claim__window
-SELECT id, tenant, kind, payload FROM (
+SELECT id, tenant, kind, priority, payload FROM (
     SELECT * FROM (
         SELECT id, tenant, kind, priority, rowid AS position,
                CASE WHEN kind IN (SELECT value FROM json_each(:keyed_kinds)) THEN payload END
@@ -206,12 +206,13 @@ ORDER BY priority DESC, position;
 SELECT :now AS now;
 
 -- name: limited_claim__rates
-SELECT key, tat FROM tenure_rates WHERE key IN (SELECT value FROM json_each(:keys));
+SELECT key, tat, last_tenant FROM tenure_rates WHERE key IN (SELECT value FROM json_each(:keys));
 
 -- name: limited_claim__rates_moved
-INSERT INTO tenure_rates (key, tat)
-SELECT key, value FROM json_each(:tats) WHERE true
-ON CONFLICT (key) DO UPDATE SET tat = max(tat, excluded.tat);
+INSERT INTO tenure_rates (key, tat, last_tenant)
+SELECT key, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:moved)
+WHERE true
+ON CONFLICT (key) DO UPDATE SET tat = max(tat, excluded.tat), last_tenant = excluded.last_tenant;
 
 -- name: hold_rate_key
 INSERT INTO tenure_rates (key, tat) VALUES (:key, :now + :seconds)
