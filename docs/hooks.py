@@ -139,6 +139,7 @@ def _metrics() -> str:
             self.stats: dict[str, int] = {}
             self.running = 0
             self.job_counts: dict[Any, int] = {}
+            self.job_spend: dict[Any, float] = {}
             self.class_labels: dict[str, dict[str, str]] = {}
 
     rows: list[tuple[str, str, str, str]] = []

@@ -11,6 +11,7 @@ from tenure import checks, fence, replay
 from tenure._version import __version__
 from tenure.app import App, JobClass
 from tenure.asking import Ask
+from tenure.budgets import Budget, BudgetExhausted
 from tenure.errors import (
     AccessDenied,
     ChildFailed,
@@ -81,6 +82,8 @@ __all__ = [
     "App",
     "Ask",
     "AsyncClient",
+    "Budget",
+    "BudgetExhausted",
     "CancelReason",
     "ChildFailed",
     "Client",

@@ -87,6 +87,9 @@ class JobClass:
     schedule: Schedule | None = None
     # Its fleet-wide rate limit and how its jobs are keyed (`tenure.rates`), if it has one.
     rate: RateRule | None = None
+    # When its run's budget is spent: "fail" (`budget_exhausted`) or "hold" (given back, held
+    # until `ledger.operations.raise_budget`).
+    on_budget: str = "fail"
     # True for an `async def` handler (asked at every run: found once).
     is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -151,11 +154,7 @@ def validate(job_class: JobClass) -> JobClass:
         )
     if not callable(c.handler):
         raise InvalidJobClass(f"job class {c.kind!r}: the handler must be callable")
-    limit = c.concurrency_limit
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InvalidJobClass(
-            f"job class {c.kind!r}: concurrency_limit must be an integer >= 1, got {limit!r}"
-        )
+    _check_limits(c)
     if not all(isinstance(kind, str) and kind for kind in c.spawns):
         raise InvalidJobClass(f"job class {c.kind!r}: spawns must list job kinds (strings)")
     _check_tool(c)
@@ -163,6 +162,19 @@ def validate(job_class: JobClass) -> JobClass:
     if not all(callable(check) for check in c.resume_checks):
         raise InvalidJobClass(f"job class {c.kind!r}: every resume check must be callable")
     return c
+
+
+def _check_limits(c: JobClass) -> None:
+    """A concurrency limit of at least one; what a spent budget does."""
+    limit = c.concurrency_limit
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: concurrency_limit must be an integer >= 1, got {limit!r}"
+        )
+    if c.on_budget not in ("fail", "hold"):
+        raise InvalidJobClass(
+            f"job class {c.kind!r}: on_budget is 'fail' or 'hold', got {c.on_budget!r}"
+        )
 
 
 def _check_labels(c: JobClass) -> None:
@@ -310,6 +322,7 @@ class App:
         schedule_jitter: float = 0.0,
         rate: Rate | None = None,
         rate_key: str | Callable[[Any], str] | None = None,
+        on_budget: str = "fail",
     ) -> Callable[[H], H]:
         """Register the decorated function as the handler of `kind`.
 
@@ -351,6 +364,9 @@ class App:
         the payload that returns it (one key per provider account, say). A handler that meets
         its provider's limit raises `tenure.RateLimited(retry_after=s)`: the key is held for
         that long and the job comes back then without spending an attempt.
+        `on_budget`: when its run's budget (`submit(budget=)`) is spent, "fail" ends the job
+        `failed` (`budget_exhausted`); "hold" gives it back without spending an attempt, held
+        until `ledger.operations.raise_budget(job_id, usd=...)` raises the budget.
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """
@@ -412,6 +428,7 @@ class App:
                     asks_first=tuple(first[1].items()),
                     schedule=when,
                     rate=rule,
+                    on_budget=on_budget,
                 )
             )
             if self._ledger is not None:  # opened before this class

@@ -29,6 +29,8 @@ RESERVED = frozenset({"kind", "tenant", "state", "worker", "variant", "le", "qua
 Declared = dict[str, str | None]
 # A worker's counters of what happened to jobs: (counter, kind, sorted label items) -> count.
 JobCounts = dict[tuple[str, str, tuple[tuple[str, str], ...]], int]
+# What a worker's jobs reported spending (`ctx.report_cost`): (kind, unit, sorted label items).
+JobSpend = dict[tuple[str, str, tuple[tuple[str, str], ...]], float]
 
 
 def check_declared(labels: Any, where: str) -> Declared:

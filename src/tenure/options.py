@@ -30,6 +30,8 @@ class SubmitOptions:
     - `traceparent`: a W3C trace parent (default: the current OpenTelemetry span's).
     - `principal`: whom the job acts for (`user:42`); shown as `Job.principal` and
       `ctx.principal`, interpreted only by the app's permission functions.
+    - `budget`: what the run may spend (`{"usd": 5, "calls": 50}`, the app's units, reported
+      by its handlers with `ctx.report_cost`); see `tenure.budgets`.
     """
 
     idempotency_key: str | None = None
@@ -40,6 +42,7 @@ class SubmitOptions:
     labels: Mapping[str, str] | None = None
     traceparent: str | None = None
     principal: str | None = None
+    budget: Mapping[str, float] | None = None
 
     def merged(self, changes: Mapping[str, Any]) -> SubmitOptions:
         """These options with `changes` (a `SubmitKwargs`) applied; an unknown name is a
@@ -61,6 +64,7 @@ class SubmitKwargs(TypedDict, total=False):
     labels: Mapping[str, str] | None
     traceparent: str | None
     principal: str | None
+    budget: Mapping[str, float] | None
 
 
 SUBMIT_OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(SubmitOptions))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from tenure.budgets import Budget
 from tenure.errors import TenureError
 from tenure.evidence import DocumentRef, Evidence, Reference
 from tenure.rates import RateClaim, RateRule
@@ -180,6 +181,10 @@ class LeasePort(Protocol):
         """Give the job back without spending the attempt."""
         ...
 
+    def hold_for_budget(self, lease: Lease) -> None:
+        """Give the job back without spending the attempt, held until its budget is raised."""
+        ...
+
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
         """Hold the job's rate key (its class's `rule`, if any) for `retry_after` seconds and
         give the job back without spending the attempt, due again then."""
@@ -199,16 +204,33 @@ class LeasePort(Protocol):
         max_attempts: int | None = None,
         priority: int | None = None,
         principal: str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> tuple[str, bool]:
-        """Submit the lease's job's child `name` once; its id and whether it is new."""
+        """Submit the lease's job's child `name` once (within its run's budget); its id and
+        whether it is new."""
         ...
 
     def wait_on(self, lease: Lease, request: WaitRequest) -> WaitOutcome:
         """Settle the wait if its condition holds, else suspend the job."""
         ...
 
-    def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
-        """Add what an attempt spent."""
+    def report_cost(
+        self,
+        job_id: str,
+        attempt: int,
+        tokens: int = 0,
+        usd: float = 0.0,
+        units: Mapping[str, float] | None = None,
+    ) -> Budget | None:
+        """Record what an attempt spent, charged to its run's budgets; what the run has left."""
+        ...
+
+    def budget(self, job_id: str) -> Budget | None:
+        """What the job's run may still spend (None: no budget in its chain)."""
+        ...
+
+    def has_budgets(self) -> bool:
+        """Whether any job may have a budget (a start then asks `budget`)."""
         ...
 
     def record_evidence(

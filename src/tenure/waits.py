@@ -305,3 +305,14 @@ def waited_event(document: dict[str, Any]) -> dict[str, Any]:
     if "asks" in document:
         shown["asks"] = {name: ask["method"] for name, ask in document["asks"].items()}
     return shown
+
+
+def wait_seconds(value: float | None) -> float | None:
+    """A wait's timeout: None, or a finite number of seconds >= 0 (infinity is None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise InvalidArgument(f"a timeout must be a number of seconds >= 0, got {value!r}")
+    if value == float("inf"):
+        return None
+    return float(value)

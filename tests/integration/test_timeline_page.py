@@ -171,7 +171,7 @@ def test_a_run_tree_of_three_levels(browser: Any, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tree.db'}"
     with tenure.connect(db) as ledger, LiveServer(ledger) as server:
         key = ledger.operations.create_tenant("acme")
-        root = ledger.submit("tree_root", {}, tenant="acme")
+        root = ledger.submit("tree_root", {}, tenant="acme", budget={"tokens": 1000})
         worker = apps_worker(db, tmp_path, "tree_root", "tree_branch", "tree_leaf")
         errors: list[str] = []
         try:
@@ -197,6 +197,10 @@ def test_a_run_tree_of_three_levels(browser: Any, tmp_path: Path) -> None:
             expect(node.locator(":scope > .rt-node")).to_contain_text("100 tokens")
         expect(page.locator("#run-tree li[data-tree-job]")).to_have_count(4)
         expect(page.locator('#run-tree [data-focus="true"]')).to_have_count(1)
+        # The run's budget: each leaf's 100 tokens charged to the root's.
+        budget = page.locator("#run-tree .rt-budget")
+        expect(budget).to_have_text("budget left: tokens 800.0000")
+        expect(budget).to_have_attribute("data-exhausted", "false")
 
         lanes = page.locator("#timeline g.lane")
         expect(lanes).to_have_count(2)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from tenure.backoff import backoff_delay
+from tenure.budgets import HELD_FOR_BUDGET
 from tenure.errors import (
     InvalidArgument,
     LeaseLost,
@@ -368,6 +369,15 @@ class Leases(Part[LeaseWrites]):
         """Give the job back at once, without spending the attempt (graceful shutdown)."""
         check_lease(lease)
         if not self.guard(lease, "release", lambda: self.store.release(lease)):
+            self.lost(lease, "release")
+
+    def hold_for_budget(self, lease: Lease) -> None:
+        """Its run's budget is spent and its class says hold: give the job back without
+        spending the attempt, held (due in centuries) until `raise_budget` releases it."""
+        check_lease(lease)
+        detail = json.dumps({"reason": "budget_exhausted", "held": True})
+        held = lambda: self.store.release(lease, HELD_FOR_BUDGET, detail)  # noqa: E731
+        if not self.guard(lease, "release", held):
             self.lost(lease, "release")
 
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:

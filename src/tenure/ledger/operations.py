@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from tenure import labels as label_rules
+from tenure.budgets import Budget
 from tenure.ledger.core import LedgerCore
 from tenure.ledger.declarations import Declarations
 from tenure.ledger.evidence import EvidenceRecords
@@ -195,9 +196,22 @@ class Operations:
         """Release every job of `kind` a tripped `hold` rollout holds; how many."""
         return self._waits.release_held(kind)
 
-    def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
-        """Record what an attempt spent (a handler's `ctx.report_cost` does this)."""
-        self._rollouts.report_cost(job_id, attempt, tokens, usd)
+    def report_cost(
+        self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0, **units: float
+    ) -> Budget | None:
+        """Record what an attempt spent (a handler's `ctx.report_cost` does this), charged
+        to the budgets of its run; what the run has left (None: no budget)."""
+        return self._rollouts.report_cost(job_id, attempt, tokens, usd, units)
+
+    def raise_budget(self, job_id: str, **units: float) -> list[str]:
+        """Give the job's run `units` more (`usd=5`: added to each budget of its chain that
+        names the unit) and make the jobs below it held for the budget (`on_budget="hold"`)
+        due now, in one transaction; their ids. A run with no budget: `InvalidArgument`."""
+        return self._rollouts.raise_budget(job_id, units)
+
+    def budget(self, job_id: str) -> Budget | None:
+        """What the job's run may still spend, per unit (None: no budget in its chain)."""
+        return self._rollouts.budget(job_id)
 
     # Retention
 

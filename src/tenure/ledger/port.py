@@ -45,11 +45,12 @@ class LedgerPort:
         self.stage_raised, self.finish_stage = leases.stage_raised, leases.finish_stage
         self.complete, self.complete_many = leases.complete, leases.complete_many
         self.fail, self.release, self.record = leases.fail, leases.release, leases.record
-        self.rate_limited = leases.rate_limited
+        self.rate_limited, self.hold_for_budget = leases.rate_limited, leases.hold_for_budget
         self.get = reading.get
         self.stages = store.stages
         self.spawn, self.wait_on = waits.spawn, waits.wait_on
         self.report_cost = rollouts.report_cost
+        self.budget, self.has_budgets = rollouts.budget, rollouts.has_budgets
         self.record_evidence, self.evidence = evidence.record_evidence, evidence.evidence
         self.cached_refs, self.cache_refs = evidence.cached_refs, evidence.cache_refs
         self.record_retrieval = evidence.record_retrieval

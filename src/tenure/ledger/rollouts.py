@@ -16,9 +16,11 @@ import logging
 import math
 import statistics
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenure.budgets import Budget, check_units
 from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
@@ -92,6 +94,7 @@ class Rollouts(Part[RolloutStore]):
         self._rollout_cache: tuple[float, dict[str, Rollout]] | None = None
         self._rollout_refreshing = False
         self._rollout_lock = threading.Lock()  # guards only the two fields above: no I/O under it
+        self._budgets_seen, self._budgets_asked = False, -math.inf
 
     def start_rollout(
         self,
@@ -198,11 +201,50 @@ class Rollouts(Part[RolloutStore]):
             raise JobNotFound(f"no job has the id {job_id}")
         return cost
 
-    def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
-        """Record what an attempt spent (`ctx.report_cost` calls this)."""
+    def report_cost(
+        self,
+        job_id: str,
+        attempt: int,
+        tokens: int = 0,
+        usd: float = 0.0,
+        units: Mapping[str, float] | None = None,
+    ) -> Budget | None:
+        """Record what an attempt spent (`ctx.report_cost` calls this) and charge it, with
+        `units` (the app's: calls, input_tokens…), to the budgets of the job's run in the
+        same transaction; what the run has left (None: no budget)."""
         tokens = check_int(tokens, "tokens", 0)
         usd = _number(usd, "usd", 0.0)
-        self.store.report_cost(job_id, attempt, tokens, usd)
+        spent = check_units(units, "cost") if units else {}
+        for unit, amount in (("tokens", float(tokens)), ("usd", usd)):
+            if amount:
+                spent[unit] = spent.get(unit, 0.0) + amount
+        return Budget.of(self.store.report_cost(job_id, attempt, tokens, usd, spent))
+
+    def budget(self, job_id: str) -> Budget | None:
+        """What the job's run may still spend (None: no job of its chain has a budget)."""
+        return Budget.of(self.store.budget(check_job_id(job_id)))
+
+    def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str]:
+        """Give the job's run more to spend and release what was held for it."""
+        job_id = check_job_id(job_id)
+        released = self.store.raise_budget(job_id, check_units(units, "raise"))
+        if released is None:
+            raise InvalidArgument(f"job {job_id}'s run has no budget to raise")
+        emit(log, logging.INFO, "budget_raised", job=job_id, released=len(released))
+        return released
+
+    def has_budgets(self) -> bool:
+        """Whether a job of the database has a budget: once seen, always; until then, asked
+        of the database at most once a second (a worker asks before each start)."""
+        now = self.core.clock.monotonic()
+        if not self._budgets_seen and now - self._budgets_asked >= 1.0:
+            self._budgets_asked = now
+            self._budgets_seen = self.store.has_budgets()
+        return self._budgets_seen
+
+    def saw_budget(self) -> None:
+        """This ledger submitted a budgeted job: its own workers check budgets at once."""
+        self._budgets_seen = True
 
     def _check(self, rollout: Rollout) -> bool:
         if rollout.state is not RolloutState.ACTIVE:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tenure import tracing
+from tenure.budgets import check_units
 from tenure.errors import IdempotencyConflict, InvalidArgument
 from tenure.evidence import check_principal
 from tenure.ledger.core import LedgerCore, Part, event_detail
@@ -55,6 +56,12 @@ class _Placement:
     labels_json: str | None = None
     traceparent: str | None = None
     principal: str | None = None
+    budget_json: str | None = None
+
+
+def units_json(units: object) -> str:
+    """A budget, checked (`tenure.budgets.check_units`), as canonical JSON."""
+    return encode_json(check_units(units), "budget", 4096).text
 
 
 class Submission(Part[JobStore]):
@@ -78,6 +85,8 @@ class Submission(Part[JobStore]):
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
         job, encoded = self._new_job(placement, payload, idempotency_key, parent_id)
+        if job.budget_json is not None:
+            self.rollouts.saw_budget()
         if self.store.submit(job):
             emit(
                 log,
@@ -105,9 +114,10 @@ class Submission(Part[JobStore]):
         self, kind: str, payloads: Sequence[JSON], options: SubmitOptions
     ) -> builtins.list[str]:
         """Many jobs of one kind in one statement (see `Ledger.submit_many`)."""
-        if options.idempotency_key is not None:
+        if options.idempotency_key is not None or options.budget is not None:
             raise InvalidArgument(
-                "submit_many takes no idempotency key: a keyed job goes through submit"
+                "submit_many takes no idempotency key and no budget: a keyed or budgeted job "
+                "goes through submit"
             )
         placement = self._placement(kind, options)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
@@ -145,6 +155,7 @@ class Submission(Part[JobStore]):
             labels_json=self.declarations.submitted_labels(kind, options.labels),
             traceparent=traceparent,
             principal=None if principal is None else check_principal(principal),
+            budget_json=None if options.budget is None else units_json(options.budget),
         )
 
     def _new_job(
@@ -186,6 +197,7 @@ class Submission(Part[JobStore]):
             labels_json=placement.labels_json,
             traceparent=placement.traceparent,
             principal=placement.principal,
+            budget_json=placement.budget_json,
         )
         return job, encoded
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import builtins
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
+from tenure.budgets import Budget, BudgetExhausted, check_units
 from tenure.errors import (
     IdempotencyConflict,
     InvalidArgument,
@@ -18,7 +20,7 @@ from tenure.ledger.reading import Reading
 from tenure.ledger.submission import Submission
 from tenure.logs import emit
 from tenure.options import SubmitOptions
-from tenure.storage.base import JobStore, NewSignal, WaitStore
+from tenure.storage.base import JobStore, NewSignal, RolloutStore, WaitStore
 from tenure.storage.waits import SignalOutcome
 from tenure.types import JSON, EventType, Job, JobState, Lease
 from tenure.validation import check_job_id, check_name, encode_json
@@ -32,8 +34,9 @@ def child_key(parent_id: str, name: str) -> str:
     return f"tenure-child:{parent_id}:{name}"
 
 
-class WaitParts(WaitStore, JobStore, Protocol):
-    """What `Waits` uses of the store: waits, signals and the jobs (children) waited for."""
+class WaitParts(WaitStore, JobStore, RolloutStore, Protocol):
+    """What `Waits` uses of the store: waits, signals, the jobs (children) waited for, and
+    the budgets a spawn stays within."""
 
 
 class Waits(Part[WaitParts]):
@@ -108,10 +111,19 @@ class Waits(Part[WaitParts]):
         max_attempts: int | None = None,
         priority: int | None = None,
         principal: str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> tuple[str, bool]:
         """Submit the lease's job's child `name` once: its key is stable across the parent's
         attempts, its tenant the parent's, its principal the parent's unless `principal` (one
-        the caller checked is no wider). Returns its id and whether it is new."""
+        the caller checked is no wider), its `budget` at most what the run has left (a run
+        with nothing left spawns no more: `BudgetExhausted`). Returns its id and whether it
+        is new."""
+        requested = None if budget is None else check_units(budget)
+        left = Budget.of(self.store.budget(lease.job_id))
+        if left is not None and left.exhausted:
+            raise BudgetExhausted("the run's budget is spent: it spawns no more")
+        if left is not None:
+            requested = left.clamp(requested)
         try:
             options = SubmitOptions(
                 idempotency_key=child_key(lease.job_id, name),
@@ -119,6 +131,7 @@ class Waits(Part[WaitParts]):
                 max_attempts=max_attempts,
                 priority=0 if priority is None else priority,
                 principal=lease.principal if principal is None else principal,
+                budget=requested,
             )
             child_id, new = self.submission.submit_or_find(
                 kind, payload, options, parent_id=lease.job_id

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tenure import tracing
 from tenure.asking import Ask
 from tenure.awaitable import on_a_thread
+from tenure.budgets import Budget, BudgetExhausted, check_units
 from tenure.errors import (
     InvalidArgument,
     JobCancelled,
@@ -53,6 +54,7 @@ from tenure.waits import (
     signal_questions,
     signal_value,
     signals_value,
+    wait_seconds,
 )
 
 if TYPE_CHECKING:
@@ -130,9 +132,20 @@ class JobContext:
         """The lease end the database last confirmed."""
         return self._run.lease_until
 
-    def report_cost(self, *, tokens: int = 0, usd: float = 0.0) -> None:
-        """Record what this attempt spent (a rollout compares it by variant)."""
-        self._port.report_cost(self.job_id, self.attempt, tokens, usd)
+    def report_cost(self, *, tokens: int = 0, usd: float = 0.0, **units: float) -> Budget | None:
+        """Record what this attempt spent (a rollout compares it by variant), charged with the
+        app's own `units` (`calls=1`) to the budgets of the job's run in the same write; what
+        the run has left (None: no budget). A report that takes the run over its budget
+        raises `BudgetExhausted`: the job ends `failed`, code `budget_exhausted`."""
+        left = self._port.report_cost(self.job_id, self.attempt, tokens, usd, units)
+        self._keeper.spent(self._run, {"tokens": tokens, "usd": usd, **units})
+        if left is not None and left.over:
+            raise BudgetExhausted("this report took the run over its budget")
+        return left
+
+    def budget(self) -> Budget | None:
+        """What the job's run may still spend, per unit (None: no budget): ask before a call."""
+        return self._port.budget(self.job_id)
 
     def check(self) -> None:
         """Raise `JobCancelled` if the job may no longer go on."""
@@ -270,7 +283,7 @@ class JobContext:
         the database's clock) raises `WaitTimeout`. `ask` is the question `tenure mcp` puts
         to its caller for this signal (a form, a model's answer, the client's roots)."""
         name = check_name(name, "signal name")
-        seconds = _timeout(timeout)
+        seconds = wait_seconds(timeout)
         if ask is not None and not isinstance(ask, Ask):
             raise InvalidArgument(f"ask must be a tenure.Ask, got {type(ask).__name__}")
         asks = {name: ask} if ask is not None else {}
@@ -288,7 +301,7 @@ class JobContext:
         the `tenure.Ask` put to the caller for it (None: no question). Past `timeout` seconds
         raises `WaitTimeout` (the signals that came stay stored: a later wait takes them)."""
         names, asks = signal_questions(questions)
-        seconds = _timeout(timeout)
+        seconds = wait_seconds(timeout)
         outcome = self._wait(
             self._names.signals(names), WaitFor.SIGNAL, seconds, signals=names, asks=asks,
             together=True,
@@ -303,12 +316,14 @@ class JobContext:
         name: str | None = None,
         priority: int | None = None,
         principal: str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> str:
         """Submit a child job once (its key is stable across this job's attempts) and return
         its id. `kind` must be in the class's `spawns`; the child gets this job's tenant and
         runs under its own class's lease, attempts and timeouts. It acts for this job's
         principal, or for `principal` when the app's `@app.narrows` function says it is no
-        wider (else the job fails, `principal_widened`)."""
+        wider (else the job fails, `principal_widened`). Its `budget` is at most what the run
+        has left; a run with nothing left spawns no more (`BudgetExhausted`)."""
         allowed = self._run.job_class.spawns
         if kind not in allowed:
             raise NonRetryable(
@@ -319,6 +334,7 @@ class JobContext:
         try:
             encode_json(payload, "child payload", self._port.max_payload_bytes)
             child = check_name(name, "child name") if name is not None else None
+            budget = None if budget is None else check_units(budget, "child budget")
         except InvalidArgument as exc:
             raise NonRetryable(str(exc), code="invalid_spawn") from None
         lease = self._run.lease
@@ -328,7 +344,13 @@ class JobContext:
             self.step(
                 stage,
                 lambda: self._port.spawn(
-                    lease, child, kind, payload, priority=priority, principal=acting_for
+                    lease,
+                    child,
+                    kind,
+                    payload,
+                    priority=priority,
+                    principal=acting_for,
+                    budget=budget,
                 )[0],
             )
         )
@@ -341,14 +363,14 @@ class JobContext:
         if not ids:
             raise InvalidArgument("wait_job needs at least one job id")
         ids = [check_job_id(each) for each in ids]
-        seconds = _timeout(timeout)
+        seconds = wait_seconds(timeout)
         outcome = self._wait(self._names.wait_job(), WaitFor.JOBS, seconds, jobs=tuple(ids))
         return children_value(outcome, isinstance(job, str), seconds)
 
     def sleep(self, seconds: float) -> None:
         """A durable timer: the job suspends (no worker slot, no lease) and resumes after
         `seconds` by the database's clock, even across restarts."""
-        length = _timeout(seconds)
+        length = wait_seconds(seconds)
         if length is None:
             raise InvalidArgument("sleep needs a number of seconds")
         self._wait(self._names.sleep(), WaitFor.TIMER, length)
@@ -563,17 +585,6 @@ class JobContext:
             self._run.trace.event("lease_lost", self.token)
             self._run.cancel(self._port.lost_reason(self.job_id))
             raise JobCancelled(CancelReason.LEASE_LOST) from None
-
-
-def _timeout(value: float | None) -> float | None:
-    """A wait's timeout: None, or a finite number of seconds >= 0."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise InvalidArgument(f"a timeout must be a number of seconds >= 0, got {value!r}")
-    if value == float("inf"):
-        return None
-    return float(value)
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:

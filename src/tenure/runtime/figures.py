@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.labels import JobCounts
+from tenure.labels import JobCounts, JobSpend
 from tenure.runtime.worker import Worker
 
 
@@ -32,6 +32,12 @@ class WorkerFigures:
         """The counters of what happened to jobs, by (counter, kind, sorted labels)."""
         keeper = self._worker.keeper
         return {} if keeper is None else keeper.job_counts()
+
+    @property
+    def job_spend(self) -> JobSpend:
+        """What the worker's jobs reported spending, by (kind, unit, sorted labels)."""
+        keeper = self._worker.keeper
+        return {} if keeper is None else keeper.job_spend()
 
     @property
     def class_labels(self) -> dict[str, dict[str, str]]:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import OwnershipUnknown, StoreUnavailable
-from tenure.labels import JobCounts
+from tenure.labels import JobCounts, JobSpend
 from tenure.logs import emit
 from tenure.port import LeasePort
 from tenure.runtime.run import JobRun
@@ -80,6 +80,7 @@ class LeaseKeeper:
         self.counters: Counter[WorkerCount] = Counter()
         # The same counts of what happened to jobs, by (name, kind, sorted labels).
         self.by_job: Counter[tuple[str, str, tuple[tuple[str, str], ...]]] = Counter()
+        self.spend: JobSpend = {}
         self._summary: Counter[str] = Counter()
         self._summary_since = self._clock.monotonic()
         self._jobs_logged: Counter[WorkerCount] = Counter()
@@ -166,6 +167,18 @@ class LeaseKeeper:
         """A copy of the per-kind-and-labels counters."""
         with self._lock:
             return dict(self.by_job)
+
+    def spent(self, run: JobRun, units: Mapping[str, float]) -> None:
+        """Add what a run reported spending to its kind's and labels' totals."""
+        with self._lock:
+            for unit, amount in units.items():
+                key = (run.lease.kind, unit, run.label_items)
+                self.spend[key] = self.spend.get(key, 0.0) + amount
+
+    def job_spend(self) -> JobSpend:
+        """A copy of what the worker's jobs reported spending, by kind, unit and labels."""
+        with self._lock:
+            return dict(self.spend)
 
     def _snapshot(self) -> list[JobRun]:
         with self._lock:

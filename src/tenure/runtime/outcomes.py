@@ -16,6 +16,7 @@ from typing import Any
 
 from tenure.app import App
 from tenure.backoff import backoff_delay
+from tenure.budgets import BudgetExhausted
 from tenure.errors import (
     JobCancelled,
     LeaseLost,
@@ -134,6 +135,9 @@ class Outcomes:
                 run.log(logging.WARNING, "job_stopped", reason=exc.reason)
             if run.outcome is RunEnd.UNFINISHED:
                 run.outcome = RunEnd.SUSPENDED if isinstance(exc, Suspended) else RunEnd.STOPPED
+        elif isinstance(exc, BudgetExhausted) and run.job_class.on_budget == "hold":
+            run.log(logging.INFO, "budget_hold")
+            self.finish(run, Write.RELEASE, lambda r: self._port.hold_for_budget(r.lease))
         elif isinstance(exc, NonRetryable):
             self.fail(run, exc.error_document(self._app.keep_error_messages), retryable=False)
         elif isinstance(exc, ResumeRefused):

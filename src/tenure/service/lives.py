@@ -137,12 +137,22 @@ class RunNodeOut(BaseModel):
     children: list[RunNodeOut]
 
 
+class BudgetOut(BaseModel):
+    """What the focus job's run may still spend, per unit (the least remainder of its own
+    budget and its ancestors'), and whether it is spent."""
+
+    remaining: dict[str, float]
+    exhausted: bool
+
+
 class RunTreeOut(BaseModel):
-    """The run tree the job belongs to, from its root; `focus` is the job asked for."""
+    """The run tree the job belongs to, from its root; `focus` is the job asked for;
+    `budget` what the focus job's run has left (null: no budget)."""
 
     root: RunNodeOut
     focus: str
     truncated: bool
+    budget: BudgetOut | None = None
 
 
 @router.get(
@@ -166,4 +176,6 @@ def job_tree(job_id: str, request: Request, caller: Caller) -> RunTreeOut:
     ledger = ledger_of(request)
     job = visible_job(ledger, caller, job_id)
     tree = read_tree(ledger, job.id, visible=caller.may_read)
-    return RunTreeOut.model_validate(tree.to_dict())
+    left = ledger.operations.budget(job.id)
+    budget = None if left is None else {"remaining": left.remaining, "exhausted": left.exhausted}
+    return RunTreeOut.model_validate({**tree.to_dict(), "budget": budget})

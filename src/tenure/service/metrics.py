@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from tenure import labels as label_rules
 from tenure.errors import StoreUnavailable
-from tenure.labels import Declared, JobCounts
+from tenure.labels import Declared, JobCounts, JobSpend
 from tenure.ledger import Ledger, ScheduleRow
 from tenure.types import (
     EventTotals,
@@ -61,6 +61,11 @@ class WorkerFigures(Protocol):
     @property
     def class_labels(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of each kind the worker runs, as its class declares them."""
+        ...
+
+    @property
+    def job_spend(self) -> JobSpend:
+        """What its jobs reported spending, by (kind, unit, sorted labels)."""
         ...
 
 
@@ -319,6 +324,15 @@ class WorkerCollector(Collector):
                 CounterMetricFamily, f"tenure_worker_{name}", help_text,
                 ["worker", "kind", *keys], values,
             )  # fmt: skip
+        spend: dict[Key, float] = {}
+        for (kind, unit, items), amount in self.worker.job_spend.items():
+            at = (*key(kind, dict(items)), unit)
+            spend[at] = spend.get(at, 0.0) + amount
+        yield _family(
+            CounterMetricFamily, "tenure_worker_spend", "what the worker's jobs reported "
+            "spending (ctx.report_cost), in the app's units", ["worker", "kind", *keys, "unit"],
+            spend,
+        )  # fmt: skip
         running = GaugeMetricFamily(
             "tenure_worker_running_jobs", "jobs this worker runs now", labels=["worker"]
         )

@@ -58,6 +58,12 @@ class SubmitRequest(BaseModel):
         description="whom the job acts for (e.g. user:42), as the app's permission functions "
         "understand it; no control characters",
     )
+    budget: dict[str, float] | None = Field(
+        default=None,
+        description='what the run may spend, in the app\'s units (e.g. {"usd": 5, "calls": 50}): '
+        "1 to 16 lowercase unit names, amounts from 0 to 1e15; its handlers report spend with "
+        "ctx.report_cost",
+    )
 
     def options(self, **decided: Any) -> SubmitOptions:
         """The body's submit options (each field of both, by its name), with what the request

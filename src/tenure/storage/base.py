@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Protocol
 
 from tenure.rates import RateClaim
+from tenure.storage.budgets import BudgetStore
 from tenure.storage.evidence import EvidenceStore
 from tenure.storage.migrate import Track
 from tenure.storage.schedules import ScheduleStore
@@ -62,6 +63,7 @@ class NewJob:
     labels_json: str | None = None  # what the submit set, canonical JSON
     traceparent: str | None = None
     principal: str | None = None
+    budget_json: str | None = None  # its own budget (`tenure.budgets`), canonical JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,8 +518,8 @@ class MetricsStore(Protocol):
         ...
 
 
-class RolloutStore(Protocol):
-    """Rollouts and the cost their jobs report."""
+class RolloutStore(BudgetStore, Protocol):
+    """Rollouts and the cost their jobs report (`report_cost`, with the budgets it charges)."""
 
     def start_rollout(self, rollout: Rollout) -> bool:
         """Store the kind's rollout; False if the kind has one (nothing written)."""
@@ -533,10 +535,6 @@ class RolloutStore(Protocol):
 
     def trip_rollout(self, kind: str, trip_json: str) -> bool:
         """Trip the kind's active rollout; True for the one call that did it."""
-        ...
-
-    def report_cost(self, job_id: str, attempt: int, tokens: int, usd: float) -> None:
-        """Record what an attempt of the job spent."""
         ...
 
     def job_cost(self, job_id: str) -> tuple[int, float] | None:

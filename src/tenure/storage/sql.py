@@ -44,6 +44,7 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.sql_budgets import SqlBudgets
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
 from tenure.storage.sql_schedules import SqlSchedules
 from tenure.types import (
@@ -85,7 +86,7 @@ class Tx(Protocol):
         ...
 
 
-class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
+class SqlStore(SqlEvidence, SqlSchedules, SqlBudgets, Store, ABC):
     """The dialect-independent half of a `Store`. See the module docstring."""
 
     decode: Decoder
@@ -244,10 +245,6 @@ class SqlStore(SqlEvidence, SqlSchedules, Store, ABC):
 
     def trip_rollout(self, kind: str, trip_json: str) -> bool:
         return bool(self._write_rows("trip_rollout", {"kind": kind, "trip": trip_json}))
-
-    def report_cost(self, job_id: str, attempt: int, tokens: int, usd: float) -> None:
-        params = {"job_id": job_id, "attempt": attempt, "tokens": tokens, "usd": usd}
-        self._write_rows("report_cost", params)
 
     def job_cost(self, job_id: str) -> tuple[int, float] | None:
         rows = self._read_rows("job_cost", {"job_id": job_id})

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tenure.backoff import backoff_delay
+from tenure.budgets import Budget
 from tenure.clock import Clock
 from tenure.errors import (
     IdempotencyConflict,
@@ -446,6 +447,9 @@ class MemoryPort(JobTables):
     def release(self, lease: Lease) -> None:
         self.rate_limited(lease, None, 0.0)
 
+    def hold_for_budget(self, lease: Lease) -> None:  # never called: no budgets here
+        self.rate_limited(lease, None, 1e10)
+
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
         del rule  # no rate keys here (see claim_many)
         with self._tx() as later:
@@ -453,11 +457,10 @@ class MemoryPort(JobTables):
             now = self.now()
             row.state, row.owner_id, row.lease_until = JobState.QUEUED, None, None
             row.attempt, row.updated_at = row.attempt - 1, now
-            row.run_after = now + timedelta(seconds=retry_after)
-            detail: dict[str, Any] = (
-                {"reason": "rate_limited", "retry_after": retry_after} if retry_after else {}
-            )
-            self._event(row, EventType.JOB_RELEASED, lease.token, lease.owner_id, **detail)
+            row.run_after, why = now + timedelta(seconds=retry_after), dict[str, Any]()
+            if retry_after:
+                why = {"reason": "rate_limited", "retry_after": retry_after}
+            self._event(row, EventType.JOB_RELEASED, lease.token, lease.owner_id, **why)
             self._claimable(later, row.kind)
 
     def record(self, /, lease: Lease, event: EventType, **detail: Any) -> None:
@@ -478,7 +481,9 @@ class MemoryPort(JobTables):
         max_attempts: int | None = None,
         priority: int | None = None,
         principal: str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> tuple[str, bool]:
+        del budget  # budgets are the database's (see `budget`)
         key = f"tenure-child:{lease.job_id}:{name}"
         with self._tx() as later:
             parent = self._row(lease.job_id)
@@ -541,10 +546,19 @@ class MemoryPort(JobTables):
 
     # -- the port: costs and evidence ----------------------------------------------------------
 
-    def report_cost(self, job_id: str, attempt: int, tokens: int = 0, usd: float = 0.0) -> None:
+    def report_cost(
+        self,
+        job_id: str,
+        attempt: int,
+        tokens: int = 0,
+        usd: float = 0.0,
+        units: Mapping[str, float] | None = None,
+    ) -> Budget | None:
+        del units  # budgets are the database's: not kept here (see budget)
         with self._lock:
             was = self._costs.get((job_id, attempt), (0, 0.0))
             self._costs[(job_id, attempt)] = (was[0] + tokens, was[1] + usd)
+        return None
 
     def record_evidence(
         self, lease: Lease, ref: Reference, *, retriever: str | None = None

@@ -860,6 +860,12 @@
         html("div", { "class": "muted rt-truncated", "data-truncated": "true" }, box,
              "more jobs below: the tree is cut at 6 levels and 500 jobs");
       }
+      if (tree.budget) {
+        const left = Object.keys(tree.budget.remaining).sort()
+          .map((unit) => unit + " " + Number(tree.budget.remaining[unit]).toFixed(4));
+        html("div", { "class": "muted rt-budget", "data-exhausted": String(tree.budget.exhausted) },
+             box, (tree.budget.exhausted ? "budget spent · " : "budget left: ") + left.join(" · "));
+      }
     }
     const active = document.activeElement;
     const again = active && container.contains(active) && active.getAttribute("href");

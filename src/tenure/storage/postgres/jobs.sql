@@ -41,6 +41,11 @@ inserted AS (
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT id, 'job_submitted', created_at, 0, NULL, %(detail)s::jsonb FROM inserted
+),
+-- A budgeted job's ceiling (tenure.budgets), in the same statement as the job.
+budgeted AS (
+    INSERT INTO tenure_budgets (job_id, budget)
+    SELECT id, %(budget)s::jsonb FROM inserted WHERE %(budget)s::jsonb IS NOT NULL
 )
 -- The notification is sent at commit; listening workers wake instead of polling. Channels
 -- are per database: the schema in the name keeps two tenure schemas apart.

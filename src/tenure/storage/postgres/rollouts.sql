@@ -25,8 +25,8 @@ WHERE kind = %(kind)s AND state = 'active'
 RETURNING kind;
 
 -- name: report_cost
-INSERT INTO tenure_costs (job_id, attempt, tokens, usd, at)
-VALUES (%(job_id)s::uuid, %(attempt)s, %(tokens)s, %(usd)s, clock_timestamp());
+INSERT INTO tenure_costs (job_id, attempt, tokens, usd, units, at)
+VALUES (%(job_id)s::uuid, %(attempt)s, %(tokens)s, %(usd)s, %(units)s::jsonb, clock_timestamp());
 
 -- name: job_cost
 -- What the attempts of one job reported they spent (no row: no such job).

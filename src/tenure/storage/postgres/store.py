@@ -348,6 +348,7 @@ class PostgresStore(SqlStore):
                 "labels": job.labels_json,
                 "traceparent": job.traceparent,
                 "principal": job.principal,
+                "budget": job.budget_json,
             },
         )
         return bool(rows)

@@ -24,8 +24,8 @@ WHERE kind = :kind AND state = 'active'
 RETURNING kind;
 
 -- name: report_cost
-INSERT INTO tenure_costs (job_id, attempt, tokens, usd, at)
-VALUES (:job_id, :attempt, :tokens, :usd, :now);
+INSERT INTO tenure_costs (job_id, attempt, tokens, usd, units, at)
+VALUES (:job_id, :attempt, :tokens, :usd, :units, :now);
 
 -- name: job_cost
 -- What the attempts of one job reported they spent (no row: no such job).

@@ -273,6 +273,8 @@ class SqliteStore(SqlStore):
             if row is None:
                 return False
             tx.event(job.id, EventType.JOB_SUBMITTED, 0, None, job.detail_json)
+            if job.budget_json is not None:
+                tx.rows("submit__budget", {"job_id": job.id, "budget": job.budget_json})
         LOCAL.publish(self._where, job.kind)
         return True
 

@@ -1,0 +1,56 @@
+-- The PostgreSQL store's named queries for spend budgets (tenure.budgets; conventions:
+-- jobs.sql). A run's chain is the job and its ancestors (by parent_id); the budgeted ones have
+-- a row in tenure_budgets: the job's ceiling and what it and its descendants spent.
+
+-- name: budget
+-- The chain's budgeted rows, without locks (a start's or a spawn's look).
+WITH RECURSIVE chain AS (
+    SELECT id, parent_id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+    UNION ALL
+    SELECT j.id, j.parent_id, chain.depth + 1 FROM tenure_jobs j
+    JOIN chain ON j.id = chain.parent_id WHERE chain.depth < 1000
+)
+SELECT b.job_id::text AS job_id, b.budget, b.spent FROM tenure_budgets b
+JOIN chain ON chain.id = b.job_id;
+
+-- name: report_cost__chain
+-- The same rows, locked in the order of their ids: parallel children charging one parent
+-- take its lock one after the other, and never in opposite orders.
+WITH RECURSIVE chain AS (
+    SELECT id, parent_id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+    UNION ALL
+    SELECT j.id, j.parent_id, chain.depth + 1 FROM tenure_jobs j
+    JOIN chain ON j.id = chain.parent_id WHERE chain.depth < 1000
+)
+SELECT b.job_id::text AS job_id, b.budget, b.spent FROM tenure_budgets b
+WHERE b.job_id IN (SELECT id FROM chain)
+ORDER BY b.job_id
+FOR UPDATE OF b;
+
+-- name: report_cost__charge
+-- `spent` maps each charged job id to what it has now spent.
+UPDATE tenure_budgets b SET spent = %(spent)s::jsonb -> b.job_id::text
+WHERE b.job_id = ANY (%(job_ids)s::uuid[]);
+
+-- name: raise_budget
+-- `budgets` maps each raised job id to its new ceilings.
+UPDATE tenure_budgets b SET budget = %(budgets)s::jsonb -> b.job_id::text
+WHERE b.job_id = ANY (%(job_ids)s::uuid[]);
+
+-- name: raise_budget__release
+-- The jobs of the subtree held for the budget (queued, due past a century) are due now.
+WITH RECURSIVE tree AS (
+    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+    UNION ALL
+    SELECT c.id, tree.depth + 1 FROM tenure_jobs c
+    JOIN tree ON c.parent_id = tree.id WHERE tree.depth < 1000
+),
+clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
+UPDATE tenure_jobs j SET run_after = clock.now, updated_at = clock.now
+FROM tree, clock
+WHERE j.id = tree.id AND j.state = 'queued'
+  AND j.run_after > clock.now + make_interval(secs => %(past)s::float8)
+RETURNING j.id::text AS id, pg_notify('tenure_jobs:' || current_schema(), j.kind) AS told;
+
+-- name: has_budgets
+SELECT EXISTS (SELECT 1 FROM tenure_budgets) AS found;

@@ -1,0 +1,97 @@
+"""The budgets aggregate written once for both SQL dialects (named queries `budget`,
+`report_cost__*`, `raise_budget*`, `has_budgets`): a charge locks the budgeted rows of the
+job's chain in id order, adds the units to each, and records the attempt's cost, in one
+transaction; a raise adds to their ceilings and releases the jobs held for them."""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from tenure.budgets import HELD_PAST, BudgetRow
+from tenure.storage.rows import Row
+from tenure.storage.seam import SqlSeam
+
+
+class _Tx(Protocol):
+    def rows(self, name: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]: ...
+
+
+class SqlBudgets(SqlSeam):
+    """Budgets over the dialect seam of `SqlStore`."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """One transaction, serialised against other writers where the dialect needs it."""
+
+    @abstractmethod
+    def _array(self, values: Sequence[str] | None) -> Any:
+        """A list of strings as the dialect binds it."""
+
+    def _budget_row(self, row: Row) -> BudgetRow:
+        return BudgetRow(
+            job_id=str(row["job_id"]),
+            budget=self.decode.json(row["budget"]),
+            spent=self.decode.json(row["spent"]),
+        )
+
+    def _locked_chain(self, tx: _Tx, job_id: str) -> list[BudgetRow]:
+        """The chain's budgeted rows, locked in id order (PostgreSQL; SQLite's transaction
+        is serialised already)."""
+        return [self._budget_row(row) for row in tx.rows("report_cost__chain", {"job_id": job_id})]
+
+    def budget(self, job_id: str) -> list[BudgetRow]:
+        """The budgeted rows of the job's chain (the job and its ancestors)."""
+        return [self._budget_row(row) for row in self._read_rows("budget", {"job_id": job_id})]
+
+    def has_budgets(self) -> bool:
+        """Whether any job of the database has a budget."""
+        return bool(self._read_rows("has_budgets")[0]["found"])
+
+    def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
+        """Add `units` to the ceilings of the chain's budgets that name them, and make the
+        subtree's jobs held for the budget due now, in one transaction: their ids (None: no
+        budget in the chain, nothing written)."""
+        with self._transaction() as tx:
+            chain = self._locked_chain(tx, job_id)
+            if not chain:
+                return None
+            raised = {row.job_id: row.raised(units) for row in chain}
+            tx.rows(
+                "raise_budget",
+                {"budgets": json.dumps(raised), "job_ids": self._array(list(raised))},
+            )
+            released = tx.rows("raise_budget__release", {"job_id": job_id, "past": HELD_PAST})
+            return [str(row["id"]) for row in released]
+
+    def report_cost(
+        self,
+        job_id: str,
+        attempt: int,
+        tokens: int,
+        usd: float,
+        units: Mapping[str, float] | None = None,
+    ) -> list[BudgetRow]:
+        """Record what an attempt spent and charge `units` to every budgeted job of its
+        chain, in one transaction; the chain's rows as charged."""
+        with self._transaction() as tx:
+            chain = self._locked_chain(tx, job_id)
+            params = {
+                "job_id": job_id,
+                "attempt": attempt,
+                "tokens": tokens,
+                "usd": usd,
+                "units": json.dumps(dict(units), sort_keys=True) if units else None,
+            }
+            tx.rows("report_cost", params)
+            if not chain or not units:
+                return chain
+            spent = {row.job_id: row.charged(units) for row in chain}
+            tx.rows(
+                "report_cost__charge",
+                {"spent": json.dumps(spent), "job_ids": self._array(list(spent))},
+            )
+            return [BudgetRow(row.job_id, row.budget, spent[row.job_id]) for row in chain]

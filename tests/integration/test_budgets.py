@@ -1,0 +1,282 @@
+"""Spend budgets on both backends: a report charges the job and every budgeted ancestor in one
+write, a run that went over stops (its reporting job fails, its queued jobs do not start, it
+spawns no more), the overspend is at most one call per job running when it ran out, and bad
+budgets are refused with nothing stored."""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure import keys as api_keys
+from tenure.service import ServiceSettings
+from tests.support.service import LiveServer
+from tests.support.waiting import poll
+
+CALL = 0.1  # what each call of the tests' `spend` handler costs, in usd
+
+
+def budget_app(
+    make_app: Callable[[], tenure.App], together: int = 1
+) -> tuple[tenure.App, list[str]]:
+    """`plan` spawns `spend` children that call until the run is over its budget; with
+    `together`, that many children start calling at the same moment (all running at once)."""
+    app = make_app()
+    ran: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(together)
+
+    @app.job("spend", max_attempts=3)
+    def spend(ctx: tenure.JobContext, payload: Any) -> Any:
+        with lock:
+            ran.append(ctx.job_id)
+        start.wait(30)
+        while True:  # calls until a report takes the run over its budget
+            ctx.report_cost(usd=CALL, calls=1)
+
+    @app.job("plan", spawns=["spend"])
+    def plan(ctx: tenure.JobContext, payload: Any) -> Any:
+        children = [ctx.spawn("spend", {"n": n}) for n in range(payload["children"])]
+        return ctx.wait_job(children)
+
+    return app, ran
+
+
+def ended(ledger: tenure.Ledger, job_id: str) -> Callable[[], tenure.Job | None]:
+    def check() -> tenure.Job | None:
+        job = ledger.get(job_id)
+        return job if job.terminal else None
+
+    return check
+
+
+def test_a_report_is_charged_to_the_job_and_its_ancestors(
+    make_app: Callable[[], tenure.App],
+) -> None:
+    app = make_app()
+
+    @app.job("child")
+    def child(ctx: tenure.JobContext, payload: Any) -> Any:
+        left = ctx.report_cost(usd=0.25, calls=1)
+        return None if left is None else dict(left.remaining)
+
+    @app.job("parent", spawns=["child"])
+    def parent(ctx: tenure.JobContext, payload: Any) -> Any:
+        return ctx.wait_job(ctx.spawn("child", {}, budget={"calls": 3, "usd": 5}))
+
+    parent_id = app.ledger.submit("parent", {}, budget={"usd": 1.0, "calls": 10})
+    with tenure.Worker(app, poll_interval=0.05):
+        job = poll(ended(app.ledger, parent_id), 20, "the parent")
+    assert job.state is tenure.JobState.SUCCEEDED
+    # The child's own budget (3 calls; usd at most the parent's remainder), charged with the
+    # parent's in one write: what the run has left is the least of the two.
+    assert job.result == {"usd": 0.75, "calls": 2.0}
+    left = app.ledger.operations.budget(parent_id)
+    assert left is not None and dict(left.remaining) == {"usd": 0.75, "calls": 9.0}
+    assert app.ledger.job_cost(parent_id) == (0, 0.0)  # the cost row is the child's
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_a_run_over_its_budget_stops_within_one_call_per_running_job(
+    make_app: Callable[[], tenure.App], concurrency: int
+) -> None:
+    children = 4
+    app, ran = budget_app(make_app, together=1 if concurrency == 1 else children)
+    plan = app.ledger.submit("plan", {"children": children}, budget={"usd": 1.0})
+    with tenure.Worker(app, concurrency=concurrency, poll_interval=0.05):
+        job = poll(ended(app.ledger, plan), 60, "the plan")
+    kids = app.ledger.children(plan)
+    assert len(kids) == children
+    # A child failed, or the plan's failure cancelled it before it ran (as a failed parent's
+    # unfinished children are).
+    assert {kid.state for kid in kids} <= {tenure.JobState.FAILED, tenure.JobState.CANCELLED}
+    failed = [kid for kid in kids if kid.state is tenure.JobState.FAILED]
+    assert failed and {kid.error["code"] for kid in failed if kid.error} == {"budget_exhausted"}
+    # The plan woke to a run with nothing left: it did not start again.
+    assert job.state is tenure.JobState.FAILED and job.error is not None
+    assert job.error["code"] == "budget_exhausted"
+    left = app.ledger.operations.budget(plan)
+    assert left is not None and left.exhausted
+    overspend = -left.remaining["usd"]
+    started = len(set(ran))
+    # Each job that ran made at most one call past the budget, and no attempt was retried.
+    assert 0 < overspend <= started * CALL + 1e-9, (overspend, started)
+    assert all(kid.attempt == 1 for kid in kids if kid.id in ran)
+    if concurrency == 1:
+        # One child spent it all; the others were claimed after and never ran.
+        assert started == 1 and math.isclose(overspend, CALL)
+    print(f"concurrency {concurrency}: {started} children ran, overspend {overspend:.2f} usd")
+
+
+def test_a_run_with_nothing_left_spawns_no_more(make_app: Callable[[], tenure.App]) -> None:
+    app = make_app()
+
+    @app.job("spawner", spawns=["noop"])
+    def spawner(ctx: tenure.JobContext, payload: Any) -> Any:
+        ctx.report_cost(calls=2)
+        return ctx.spawn("noop", {})
+
+    app.job("noop")(lambda ctx, payload: payload)
+    job_id = app.ledger.submit("spawner", {}, budget={"calls": 2})
+    with tenure.Worker(app, poll_interval=0.05):
+        job = poll(ended(app.ledger, job_id), 20, "the spawner")
+    assert job.state is tenure.JobState.FAILED and job.error is not None
+    assert job.error["code"] == "budget_exhausted"
+    assert app.ledger.children(job_id) == []
+
+
+@pytest.mark.parametrize(
+    ("budget", "says"),
+    [
+        ({}, "maps units to amounts"),
+        ([1], "maps units to amounts"),
+        ({"usd": math.nan}, "finite number"),
+        ({"usd": -1}, "finite number"),
+        ({"usd": math.inf}, "finite number"),
+        ({"usd": 10**16}, "finite number"),
+        ({"usd": True}, "must be a number"),
+        ({"usd": "5"}, "must be a number"),
+        ({"usd": {"deep": 1}}, "must be a number"),
+        ({"USD": 1}, "lowercase name"),
+        ({"us\x00d": 1}, "lowercase name"),
+        ({"\ud800": 1}, "lowercase name"),
+        ({f"u{n}": 1 for n in range(17)}, "at most 16 units"),
+    ],
+)
+def test_a_bad_budget_is_refused_and_stores_nothing(db_url: str, budget: Any, says: str) -> None:
+    with tenure.connect(db_url) as ledger:
+        with pytest.raises(tenure.InvalidArgument, match=says):
+            ledger.submit("k", {}, budget=budget)
+        assert ledger.list() == []
+
+
+def test_submit_many_takes_no_budget(db_url: str) -> None:
+    with tenure.connect(db_url) as ledger:
+        with pytest.raises(tenure.InvalidArgument, match="no budget"):
+            ledger.submit_many("k", [{}, {}], budget={"usd": 1})
+        assert ledger.list() == []
+
+
+def test_a_child_asks_at_most_what_the_run_has_left() -> None:
+    left = tenure.Budget({"usd": 0.4})
+    assert left.clamp({"usd": 5, "calls": 3}) == {"usd": 0.4, "calls": 3}
+    assert left.clamp(None) is None
+    assert tenure.Budget({"usd": 0.0}).exhausted
+    assert tenure.Budget({"usd": 1.0}, over=True).exhausted
+
+
+def test_a_budget_goes_through_the_http_api(make_app: Callable[[], tenure.App]) -> None:
+    """The service takes a budget with a submit, and refuses a bad one with a 4xx and a JSON
+    body, storing nothing."""
+    app = make_app()
+    admin = api_keys.new_admin_key()
+    settings = ServiceSettings(admin_key_sha256=admin.key_sha256)
+    with LiveServer(app.ledger, settings) as server, server.client(admin.key) as http:
+        ok = http.post("/v1/jobs", json={"kind": "k", "budget": {"usd": 2.5}})
+        assert ok.status_code == 202, ok.text
+        left = app.ledger.operations.budget(ok.json()["id"])
+        assert left is not None and dict(left.remaining) == {"usd": 2.5}
+        tree = http.get(f"/v1/jobs/{ok.json()['id']}/tree").json()
+        assert tree["budget"] == {"remaining": {"usd": 2.5}, "exhausted": False}
+        bad_budgets: list[object] = [{"usd": -1}, {"USD": 1}, {"usd": "5"}, {"usd": 1e300}, [], {}]
+        for bad in bad_budgets:
+            refused = http.post("/v1/jobs", json={"kind": "k", "budget": bad})
+            assert 400 <= refused.status_code < 500, (bad, refused.status_code)
+            assert isinstance(refused.json(), dict)
+    assert len(app.ledger.list()) == 1
+
+
+def test_spend_is_counted_by_kind_unit_and_labels(make_app: Callable[[], tenure.App]) -> None:
+    """A worker's /metrics counts what its jobs reported, by the class's labels (tool,
+    model, provider) and unit: numbers only."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from tenure.runtime.figures import WorkerFigures
+    from tenure.service.metrics import WorkerCollector
+
+    app = make_app()
+
+    @app.job("ask", labels={"provider": "openai", "model": None})
+    def ask(ctx: tenure.JobContext, payload: Any) -> Any:
+        ctx.report_cost(tokens=120, usd=0.25, calls=1)
+        return None
+
+    app.ledger.submit("ask", {"secret": "prompt"}, labels={"model": "gpt-5"})
+    app.ledger.submit("ask", {"secret": "prompt"}, labels={"model": "gpt-5"})
+    with tenure.Worker(app, poll_interval=0.05) as worker:
+        poll(lambda: worker.stats.get("succeeded", 0) >= 2, 20, "two jobs")
+        registry = CollectorRegistry()
+        registry.register(WorkerCollector(WorkerFigures(worker)))
+        text = generate_latest(registry).decode()
+    spend = {
+        line.split("{")[1].split("}")[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("tenure_worker_spend_total{")
+    }
+    usd = [v for labels, v in spend.items() if 'unit="usd"' in labels]
+    assert usd == [0.5]
+    (labels,) = [labels for labels in spend if 'unit="calls"' in labels]
+    assert 'kind="ask"' in labels and 'model="gpt-5"' in labels and 'provider="openai"' in labels
+    assert "prompt" not in text
+
+
+def test_a_held_job_waits_for_its_budget_to_be_raised(make_app: Callable[[], tenure.App]) -> None:
+    """A class with on_budget="hold": the report that goes over gives the job back, held,
+    without spending an attempt; raising the run's budget releases it and it finishes, its
+    paid step not paid again."""
+    app = make_app()
+    paid: list[int] = []
+
+    @app.job("careful", on_budget="hold", max_attempts=1)
+    def careful(ctx: tenure.JobContext, payload: Any) -> Any:
+        def call(n: int) -> int:
+            paid.append(n)
+            ctx.report_cost(usd=0.2)
+            return n
+
+        return [ctx.step(f"call-{n}", functools.partial(call, n)) for n in range(3)]
+
+    job_id = app.ledger.submit("careful", {}, budget={"usd": 0.3})
+    with tenure.Worker(app, poll_interval=0.05):
+        held = poll(
+            lambda: [
+                e
+                for e in app.ledger.events(job_id)
+                if e.type is tenure.EventType.JOB_RELEASED
+                and e.detail.get("reason") == "budget_exhausted"
+            ],
+            20,
+            "the job held",
+        )
+        assert held[0].detail == {"reason": "budget_exhausted", "held": True}
+        job = app.ledger.get(job_id)
+        assert job.state is tenure.JobState.QUEUED and job.attempt == 0
+        assert app.ledger.operations.raise_budget(job_id, usd=1.0) == [job_id]
+        done = poll(ended(app.ledger, job_id), 20, "the job after the raise")
+    assert done.state is tenure.JobState.SUCCEEDED and done.result == [0, 1, 2]
+    # Call 1 went over: its step raised and was not recorded, so it ran again; call 0 not.
+    assert paid == [0, 1, 1, 2]
+    left = app.ledger.operations.budget(job_id)
+    assert left is not None and math.isclose(left.remaining["usd"], 1.3 - 0.8)
+
+
+def test_raising_a_run_without_a_budget_is_refused(db_url: str) -> None:
+    with tenure.connect(db_url) as ledger:
+        job_id = ledger.submit("k", {})
+        with pytest.raises(tenure.InvalidArgument, match="no budget to raise"):
+            ledger.operations.raise_budget(job_id, usd=1)
+        with pytest.raises(tenure.InvalidArgument, match="lowercase name"):
+            ledger.operations.raise_budget(job_id, USD=1)
+
+
+def test_on_budget_is_fail_or_hold() -> None:
+    app = tenure.App("sqlite:///:memory:")
+    with pytest.raises(tenure.InvalidJobClass, match="on_budget is 'fail' or 'hold'"):
+        app.job("k", on_budget="wait")(lambda ctx, payload: payload)
