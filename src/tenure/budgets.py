@@ -30,9 +30,12 @@ class BudgetExhausted(NonRetryable):
         super().__init__(message, code="budget_exhausted")
 
 
-def _amount(value: Any, what: str) -> float:
+def check_amount(value: Any, what: str) -> float:
+    """A finite amount from 0 to 1e15 (`InvalidArgument` otherwise)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{what} must be a number, got {type(value).__name__}")
+    if isinstance(value, int) and not 0 <= value <= MAX_AMOUNT:  # float() of 10**400 overflows
+        raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {value!r}")
     amount = float(value)
     if not math.isfinite(amount) or not 0 <= amount <= MAX_AMOUNT:
         raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {value!r}")
@@ -53,7 +56,7 @@ def check_units(value: Any, what: str = "budget") -> dict[str, float]:
                 f"a {what}'s unit is a lowercase name of 1 to 40 letters, digits and _ "
                 f"(such as 'usd' or 'input_tokens'), got {str(unit)[:40]!r}"
             )
-        units[unit] = _amount(amount, f"the {what}'s {unit!r}")
+        units[unit] = check_amount(amount, f"the {what}'s {unit!r}")
     return units
 
 

@@ -24,7 +24,9 @@ OTHER = "other"
 _KEY = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _VALUE = re.compile(r"^[\x21-\x7e][\x20-\x7e]*$")
 # Label names tenure's own metrics already use, and Prometheus's reserved ones.
-RESERVED = frozenset({"kind", "tenant", "state", "worker", "variant", "le", "quantile", "job"})
+RESERVED = frozenset(
+    {"kind", "tenant", "state", "worker", "variant", "le", "quantile", "job", "unit"}
+)
 
 Declared = dict[str, str | None]
 # A worker's counters of what happened to jobs: (counter, kind, sorted label items) -> count.

@@ -15,7 +15,9 @@ import pytest
 
 import tenure
 from tenure import keys as api_keys
+from tenure.ledger import lease_port
 from tenure.service import ServiceSettings
+from tests.support.cli import tenure_cli
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
 
@@ -140,6 +142,7 @@ def test_a_run_with_nothing_left_spawns_no_more(make_app: Callable[[], tenure.Ap
         ({"usd": -1}, "finite number"),
         ({"usd": math.inf}, "finite number"),
         ({"usd": 10**16}, "finite number"),
+        ({"usd": 10**400}, "finite number"),
         ({"usd": True}, "must be a number"),
         ({"usd": "5"}, "must be a number"),
         ({"usd": {"deep": 1}}, "must be a number"),
@@ -280,3 +283,54 @@ def test_on_budget_is_fail_or_hold() -> None:
     app = tenure.App("sqlite:///:memory:")
     with pytest.raises(tenure.InvalidJobClass, match="on_budget is 'fail' or 'hold'"):
         app.job("k", on_budget="wait")(lambda ctx, payload: payload)
+
+
+def test_a_report_of_a_bad_amount_is_refused(make_app: Callable[[], tenure.App]) -> None:
+    app = make_app()
+    refused: list[str] = []
+
+    @app.job("bad_report")
+    def bad_report(ctx: tenure.JobContext, payload: Any) -> Any:
+        for units in ({"usd": math.inf}, {"usd": -1.0}, {"calls": math.nan}, {"Calls": 1}):
+            try:
+                ctx.report_cost(**units)
+            except tenure.InvalidArgument as exc:
+                refused.append(str(exc))
+        return len(refused)
+
+    job_id = app.ledger.submit("bad_report", {}, budget={"usd": 1, "calls": 1})
+    with tenure.Worker(app, poll_interval=0.05):
+        job = poll(ended(app.ledger, job_id), 20, "the job")
+    assert job.result == 4, refused
+    left = app.ledger.operations.budget(job_id)
+    assert left is not None and dict(left.remaining) == {"usd": 1.0, "calls": 1.0}
+
+
+def test_a_purge_keeps_a_budgeted_parent_while_its_children_run(db_url: str) -> None:
+    with tenure.connect(db_url) as ledger:
+        parent = ledger.submit("plan", {}, budget={"usd": 1})
+        lease = ledger.claim("w", kinds=["plan"])
+        assert lease is not None
+        child, _ = lease_port(ledger).spawn(lease, "c", "step", {})
+        ledger.complete(lease, None)
+        ledger.operations.purge(0, keep_keys=0)
+        assert ledger.get(parent).state is tenure.JobState.SUCCEEDED  # kept
+        assert ledger.operations.budget(child) is not None
+        ledger.cancel(child)
+        ledger.operations.purge(0, keep_keys=0)
+        with pytest.raises(tenure.JobNotFound):
+            ledger.get(parent)
+
+
+def test_the_cli_submits_a_budget_and_refuses_a_bad_one(db_url: str) -> None:
+    done = tenure_cli("submit", "k", "--budget", "usd=5", "--budget", "calls=50", db=db_url)
+    assert done.returncode == 0, done.stderr
+    with tenure.connect(db_url) as ledger:
+        left = ledger.operations.budget(done.stdout.strip())
+        assert left is not None and dict(left.remaining) == {"usd": 5.0, "calls": 50.0}
+    for bad in ("usd", "usd=nan", "USD=1", "usd=-1", "usd=1e999", "=1"):
+        refused = tenure_cli("submit", "k", "--budget", bad, db=db_url)
+        assert refused.returncode == 2, (bad, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    with tenure.connect(db_url) as ledger:
+        assert len(ledger.list()) == 1

@@ -149,6 +149,13 @@ def _add_submit(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--traceparent", help="a W3C trace context the job's attempts join")
     p.add_argument("--principal", help="whom the job acts for (e.g. user:42)")
+    p.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="UNIT=AMOUNT",
+        help="what the run may spend, in the app's units (usd=5, calls=50; repeatable)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

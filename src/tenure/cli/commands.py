@@ -52,6 +52,13 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
         if not sep:
             raise UsageError(f"--label takes KEY=VALUE, got {pair!r}")
         labels[key] = value
+    budget: dict[str, float] = {}
+    for pair in args.budget:
+        unit, sep, amount = pair.partition("=")
+        try:
+            budget[unit] = float(amount if sep else "not a number")
+        except ValueError:
+            raise UsageError(f"--budget takes UNIT=AMOUNT, got {pair!r}") from None
     job_id = ledger.submit(
         args.kind,
         payload,
@@ -62,6 +69,7 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
         labels=labels or None,
         traceparent=args.traceparent,
         principal=args.principal,
+        budget=budget or None,
     )
     job = ledger.get(job_id)
     if args.json:

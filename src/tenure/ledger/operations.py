@@ -204,9 +204,10 @@ class Operations:
         return self._rollouts.report_cost(job_id, attempt, tokens, usd, units)
 
     def raise_budget(self, job_id: str, **units: float) -> list[str]:
-        """Give the job's run `units` more (`usd=5`: added to each budget of its chain that
-        names the unit) and make the jobs below it held for the budget (`on_budget="hold"`)
-        due now, in one transaction; their ids. A run with no budget: `InvalidArgument`."""
+        """Give the job's run `units` more (`usd=5`: added to each budget of the run, from
+        its root down, that names the unit) and make the run's jobs held for the budget
+        (`on_budget="hold"`) due now, in one transaction; their ids. A run with no budget:
+        `InvalidArgument`."""
         return self._rollouts.raise_budget(job_id, units)
 
     def budget(self, job_id: str) -> Budget | None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tenure.budgets import Budget, check_units
+from tenure.budgets import Budget, check_amount, check_units
 from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
@@ -213,7 +213,7 @@ class Rollouts(Part[RolloutStore]):
         `units` (the app's: calls, input_tokens…), to the budgets of the job's run in the
         same transaction; what the run has left (None: no budget)."""
         tokens = check_int(tokens, "tokens", 0)
-        usd = _number(usd, "usd", 0.0)
+        usd = check_amount(usd, "usd")
         spent = check_units(units, "cost") if units else {}
         for unit, amount in (("tokens", float(tokens)), ("usd", usd)):
             if amount:

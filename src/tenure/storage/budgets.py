@@ -28,8 +28,8 @@ class BudgetStore(Protocol):
         ...
 
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
-        """Raise the chain's ceilings by `units` and make the subtree's jobs held for the
-        budget due now; their ids (None: no budget in the chain)."""
+        """Raise the run's ceilings by `units` and make its jobs held for the budget due now;
+        their ids (None: no budget in the run)."""
         ...
 
     def has_budgets(self) -> bool:

@@ -52,19 +52,21 @@ class SqlBudgets(SqlSeam):
         return bool(self._read_rows("has_budgets")[0]["found"])
 
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
-        """Add `units` to the ceilings of the chain's budgets that name them, and make the
-        subtree's jobs held for the budget due now, in one transaction: their ids (None: no
-        budget in the chain, nothing written)."""
+        """Add `units` to the ceilings of the run's budgets that name them (the run: the
+        job's root and everything below it), and make the run's jobs held for the budget due
+        now, in one transaction: their ids (None: no budget in the run, nothing written)."""
         with self._transaction() as tx:
-            chain = self._locked_chain(tx, job_id)
-            if not chain:
+            found = tx.rows("raise_budget__root", {"job_id": job_id})
+            root = str(found[0]["id"]) if found else None
+            rows = tx.rows("raise_budget__rows", {"root": root}) if root else ()
+            if not rows:
                 return None
-            raised = {row.job_id: row.raised(units) for row in chain}
+            raised = {row.job_id: row.raised(units) for row in map(self._budget_row, rows)}
             tx.rows(
                 "raise_budget",
                 {"budgets": json.dumps(raised), "job_ids": self._array(list(raised))},
             )
-            released = tx.rows("raise_budget__release", {"job_id": job_id, "past": HELD_PAST})
+            released = tx.rows("raise_budget__release", {"root": root, "past": HELD_PAST})
             return [str(row["id"]) for row in released]
 
     def report_cost(

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tenure.backoff import backoff_delay
-from tenure.budgets import Budget
+from tenure.budgets import Budget, check_units
 from tenure.clock import Clock
 from tenure.errors import (
     IdempotencyConflict,
@@ -554,7 +554,8 @@ class MemoryPort(JobTables):
         usd: float = 0.0,
         units: Mapping[str, float] | None = None,
     ) -> Budget | None:
-        del units  # budgets are the database's: not kept here (see budget)
+        if units:  # refused as a real ledger refuses them; not kept (no budgets here)
+            check_units(units, "cost")
         with self._lock:
             was = self._costs.get((job_id, attempt), (0, 0.0))
             self._costs[(job_id, attempt)] = (was[0] + tokens, was[1] + usd)

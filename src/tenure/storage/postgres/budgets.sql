@@ -32,15 +32,38 @@ FOR UPDATE OF b;
 UPDATE tenure_budgets b SET spent = %(spent)s::jsonb -> b.job_id::text
 WHERE b.job_id = ANY (%(job_ids)s::uuid[]);
 
+-- name: raise_budget__root
+-- The run's root: the job's highest ancestor.
+WITH RECURSIVE up AS (
+    SELECT id, parent_id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+    UNION ALL
+    SELECT j.id, j.parent_id, up.depth + 1 FROM tenure_jobs j
+    JOIN up ON j.id = up.parent_id WHERE up.depth < 1000
+)
+SELECT id::text AS id FROM up ORDER BY depth DESC LIMIT 1;
+
+-- name: raise_budget__rows
+-- Every budgeted row of the run, locked in id order (as a charge locks its chain's).
+WITH RECURSIVE tree AS (
+    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = %(root)s::uuid
+    UNION ALL
+    SELECT c.id, tree.depth + 1 FROM tenure_jobs c
+    JOIN tree ON c.parent_id = tree.id WHERE tree.depth < 1000
+)
+SELECT b.job_id::text AS job_id, b.budget, b.spent FROM tenure_budgets b
+WHERE b.job_id IN (SELECT id FROM tree)
+ORDER BY b.job_id
+FOR UPDATE OF b;
+
 -- name: raise_budget
 -- `budgets` maps each raised job id to its new ceilings.
 UPDATE tenure_budgets b SET budget = %(budgets)s::jsonb -> b.job_id::text
 WHERE b.job_id = ANY (%(job_ids)s::uuid[]);
 
 -- name: raise_budget__release
--- The jobs of the subtree held for the budget (queued, due past a century) are due now.
+-- The run's jobs held for the budget (queued, due past a century) are due now.
 WITH RECURSIVE tree AS (
-    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = %(root)s::uuid
     UNION ALL
     SELECT c.id, tree.depth + 1 FROM tenure_jobs c
     JOIN tree ON c.parent_id = tree.id WHERE tree.depth < 1000

@@ -14,7 +14,11 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
   AND j.updated_at < clock.now - make_interval(secs => %(older_than)s)
   -- A child whose parent has not ended is kept: the parent may still read it.
   AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
-                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')));
+                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
+  -- A budgeted job whose children have not all ended is kept: they spend from its budget.
+  AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
+                  AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
+                              AND c.state NOT IN ('succeeded', 'failed', 'cancelled')));
 
 -- name: purge_batch
 -- One bounded step of a purge: the next `scan` jobs in submission order; of those, the
@@ -35,6 +39,10 @@ doomed AS (
       -- A child whose parent has not ended is kept: the parent may still wait for it.
       AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
+      -- A budgeted job whose children have not all ended is kept: they spend from its budget.
+      AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
+                      AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
+                                  AND c.state NOT IN ('succeeded', 'failed', 'cancelled')))
     FOR UPDATE OF j SKIP LOCKED
 ),
 events AS (DELETE FROM tenure_events e USING doomed WHERE e.job_id = doomed.id RETURNING 1),

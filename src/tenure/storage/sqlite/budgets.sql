@@ -28,13 +28,32 @@ ORDER BY b.job_id;
 UPDATE tenure_budgets SET spent = json_extract(:spent, '$."' || job_id || '"')
 WHERE job_id IN (SELECT value FROM json_each(:job_ids));
 
+-- name: raise_budget__root
+WITH RECURSIVE up AS (
+    SELECT id, parent_id, 0 AS depth FROM tenure_jobs WHERE id = :job_id
+    UNION ALL
+    SELECT j.id, j.parent_id, up.depth + 1 FROM tenure_jobs j
+    JOIN up ON j.id = up.parent_id WHERE up.depth < 1000
+)
+SELECT id FROM up ORDER BY depth DESC LIMIT 1;
+
+-- name: raise_budget__rows
+WITH RECURSIVE tree AS (
+    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = :root
+    UNION ALL
+    SELECT c.id, tree.depth + 1 FROM tenure_jobs c
+    JOIN tree ON c.parent_id = tree.id WHERE tree.depth < 1000
+)
+SELECT b.job_id, b.budget, b.spent FROM tenure_budgets b
+WHERE b.job_id IN (SELECT id FROM tree) ORDER BY b.job_id;
+
 -- name: raise_budget
 UPDATE tenure_budgets SET budget = json_extract(:budgets, '$."' || job_id || '"')
 WHERE job_id IN (SELECT value FROM json_each(:job_ids));
 
 -- name: raise_budget__release
 WITH RECURSIVE tree AS (
-    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = :job_id
+    SELECT id, 0 AS depth FROM tenure_jobs WHERE id = :root
     UNION ALL
     SELECT c.id, tree.depth + 1 FROM tenure_jobs c
     JOIN tree ON c.parent_id = tree.id WHERE tree.depth < 1000

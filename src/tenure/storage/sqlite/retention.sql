@@ -12,14 +12,23 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
   AND j.updated_at < clock.now - :older_than
   -- A child whose parent has not ended is kept: the parent may still read it.
   AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
-                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')));
+                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
+  -- A budgeted job whose children have not all ended is kept: they spend from its budget.
+  AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
+                  AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
+                              AND c.state NOT IN ('succeeded', 'failed', 'cancelled')));
 
 -- name: purge_batch__scan
 -- The next `scan` jobs in submission order (rowid) for one bounded purge step.
--- `parent_open`: a child whose parent has not ended, kept (the parent may still wait for it).
+-- `parent_open`: a child whose parent has not ended, kept (the parent may still wait for it),
+-- or a budgeted job whose children have not all ended (they spend from its budget).
 SELECT j.rowid AS seq, j.id, j.state, j.updated_at, j.created_at, j.idempotency_key,
-       (j.parent_id IS NOT NULL AND NOT NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
-                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled'))) AS parent_open
+       ((j.parent_id IS NOT NULL AND NOT NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
+                      AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
+        OR EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
+                   AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
+                               AND c.state NOT IN ('succeeded', 'failed', 'cancelled'))))
+           AS parent_open
 FROM tenure_jobs j
 WHERE j.rowid > :after ORDER BY j.rowid LIMIT :scan;
 
