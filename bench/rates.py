@@ -7,8 +7,9 @@
    (the database's clock), from the first claim to the last.
 2. The claim path of a kind with no limit, in the same run: `--free` no-op jobs drained by
    the same number of processes that run `free` alone, first with nothing else running, then
-   while the limited backlog is being drained beside them by other processes; and by
-   processes that run both kinds (their claims take the serialised path of limited claims).
+   beside as many idle worker processes (what sharing the machine costs), then while the
+   limited backlog is being drained beside them by other processes; and by processes that
+   run both kinds (their claims take the serialised path of limited claims).
 """
 
 from __future__ import annotations
@@ -105,6 +106,18 @@ def main() -> None:
     with tenure.connect(url) as ledger:
         ledger.operations.purge(0, keep_keys=0)
     print(f"free kind alone:                      {alone:8.0f} jobs/s")
+
+    # The same number of processes beside them with nothing to do: what sharing the machine
+    # costs, apart from any claim of the limited kind.
+    idle = workers(url, args.processes, ["limited"], args.rate, logs)
+    try:
+        beside_idle = free_drain(url, args, logs, ["free"])
+    finally:
+        stop(idle)
+    with tenure.connect(url) as ledger:
+        ledger.operations.purge(0, keep_keys=0)
+    print(f"free kind beside idle workers:        {beside_idle:8.0f} jobs/s "
+          f"({beside_idle / alone:.2f}x)")  # fmt: skip
 
     backlog = int(args.rate * args.seconds)
     with tenure.connect(url) as ledger:
