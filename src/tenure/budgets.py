@@ -35,7 +35,8 @@ def check_amount(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{what} must be a number, got {type(value).__name__}")
     if isinstance(value, int) and not 0 <= value <= MAX_AMOUNT:  # float() of 10**400 overflows
-        raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {value!r}")
+        shown = value if abs(value) < 10**30 else "an integer out of range"  # no 5,000 digits
+        raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {shown}")
     amount = float(value)
     if not math.isfinite(amount) or not 0 <= amount <= MAX_AMOUNT:
         raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {value!r}")

@@ -143,6 +143,7 @@ def test_a_run_with_nothing_left_spawns_no_more(make_app: Callable[[], tenure.Ap
         ({"usd": math.inf}, "finite number"),
         ({"usd": 10**16}, "finite number"),
         ({"usd": 10**400}, "finite number"),
+        ({"usd": 10**5000}, "an integer out of range"),
         ({"usd": True}, "must be a number"),
         ({"usd": "5"}, "must be a number"),
         ({"usd": {"deep": 1}}, "must be a number"),
@@ -273,8 +274,14 @@ def test_a_held_job_waits_for_its_budget_to_be_raised(make_app: Callable[[], ten
 def test_raising_a_run_without_a_budget_is_refused(db_url: str) -> None:
     with tenure.connect(db_url) as ledger:
         job_id = ledger.submit("k", {})
-        with pytest.raises(tenure.InvalidArgument, match="no budget to raise"):
+        with pytest.raises(tenure.InvalidArgument, match="no budget of usd to raise"):
             ledger.operations.raise_budget(job_id, usd=1)
+        budgeted = ledger.submit("k", {}, budget={"usd": 1})
+        with pytest.raises(tenure.InvalidArgument, match="no budget of calls to raise"):
+            ledger.operations.raise_budget(budgeted, calls=5)
+        assert ledger.operations.raise_budget(budgeted, usd=2) == []
+        left = ledger.operations.budget(budgeted)
+        assert left is not None and dict(left.remaining) == {"usd": 3.0}
         with pytest.raises(tenure.InvalidArgument, match="lowercase name"):
             ledger.operations.raise_budget(job_id, USD=1)
 
@@ -328,8 +335,12 @@ def test_the_cli_submits_a_budget_and_refuses_a_bad_one(db_url: str) -> None:
     with tenure.connect(db_url) as ledger:
         left = ledger.operations.budget(done.stdout.strip())
         assert left is not None and dict(left.remaining) == {"usd": 5.0, "calls": 50.0}
-    for bad in ("usd", "usd=nan", "USD=1", "usd=-1", "usd=1e999", "=1"):
+    for bad in ("usd", "usd=nan", "USD=1", "usd=-1", "usd=1e999", "=1", "usd=1=2"):
         refused = tenure_cli("submit", "k", "--budget", bad, db=db_url)
+        assert refused.returncode == 2, (bad, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    for twice in (("--budget", "usd=1", "--budget", "usd=2"),):
+        refused = tenure_cli("submit", "k", *twice, db=db_url)
         assert refused.returncode == 2, (bad, refused.stderr)
         assert "Traceback" not in refused.stderr
     with tenure.connect(db_url) as ledger:

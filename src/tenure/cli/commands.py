@@ -55,6 +55,8 @@ def cmd_submit(ledger: Ledger, args: argparse.Namespace) -> int:
     budget: dict[str, float] = {}
     for pair in args.budget:
         unit, sep, amount = pair.partition("=")
+        if unit in budget:
+            raise UsageError(f"--budget names {unit!r} twice")
         try:
             budget[unit] = float(amount if sep else "not a number")
         except ValueError:

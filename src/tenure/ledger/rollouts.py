@@ -229,7 +229,9 @@ class Rollouts(Part[RolloutStore]):
         job_id = check_job_id(job_id)
         released = self.store.raise_budget(job_id, check_units(units, "raise"))
         if released is None:
-            raise InvalidArgument(f"job {job_id}'s run has no budget to raise")
+            raise InvalidArgument(
+                f"job {job_id}'s run has no budget of {', '.join(sorted(units))} to raise"
+            )
         emit(log, logging.INFO, "budget_raised", job=job_id, released=len(released))
         return released
 

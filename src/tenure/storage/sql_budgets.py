@@ -54,14 +54,16 @@ class SqlBudgets(SqlSeam):
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
         """Add `units` to the ceilings of the run's budgets that name them (the run: the
         job's root and everything below it), and make the run's jobs held for the budget due
-        now, in one transaction: their ids (None: no budget in the run, nothing written)."""
+        now, in one transaction: their ids (None: no budget of the run names one of the units,
+        nothing written)."""
         with self._transaction() as tx:
             found = tx.rows("raise_budget__root", {"job_id": job_id})
             root = str(found[0]["id"]) if found else None
             rows = tx.rows("raise_budget__rows", {"root": root}) if root else ()
-            if not rows:
+            budgets = [self._budget_row(row) for row in rows]
+            if not any(unit in row.budget for row in budgets for unit in units):
                 return None
-            raised = {row.job_id: row.raised(units) for row in map(self._budget_row, rows)}
+            raised = {row.job_id: row.raised(units) for row in budgets}
             tx.rows(
                 "raise_budget",
                 {"budgets": json.dumps(raised), "job_ids": self._array(list(raised))},

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tenure.backoff import backoff_delay
-from tenure.budgets import Budget, check_units
+from tenure.budgets import Budget, check_amount, check_units
 from tenure.clock import Clock
 from tenure.errors import (
     IdempotencyConflict,
@@ -60,7 +60,7 @@ from tenure.types import (
     StageKind,
     StageStatus,
 )
-from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_name, encode_json
+from tenure.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_name, encode_json
 from tenure.wait_state import WaitState
 from tenure.waits import (
     ChildEnd,
@@ -554,7 +554,9 @@ class MemoryPort(JobTables):
         usd: float = 0.0,
         units: Mapping[str, float] | None = None,
     ) -> Budget | None:
-        if units:  # refused as a real ledger refuses them; not kept (no budgets here)
+        check_amount(usd, "usd")  # refused as a ledger refuses them; not kept (no budgets)
+        check_int(tokens, "tokens", 0)
+        if units:
             check_units(units, "cost")
         with self._lock:
             was = self._costs.get((job_id, attempt), (0, 0.0))
