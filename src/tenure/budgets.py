@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.errors import InvalidArgument, NonRetryable
+from tenure.validation import check_number
 
 MAX_UNITS = 16
 # A job held for its run's budget is due this many seconds from now (about 317 years): never,
@@ -32,15 +33,7 @@ class BudgetExhausted(NonRetryable):
 
 def check_amount(value: Any, what: str) -> float:
     """A finite amount from 0 to 1e15 (`InvalidArgument` otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(f"{what} must be a number, got {type(value).__name__}")
-    if isinstance(value, int) and not 0 <= value <= MAX_AMOUNT:  # float() of 10**400 overflows
-        shown = value if abs(value) < 10**30 else "an integer out of range"  # no 5,000 digits
-        raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {shown}")
-    amount = float(value)
-    if not math.isfinite(amount) or not 0 <= amount <= MAX_AMOUNT:
-        raise InvalidArgument(f"{what} must be a finite number from 0 to 1e15, got {value!r}")
-    return amount
+    return check_number(value, what, 0, MAX_AMOUNT)
 
 
 def check_units(value: Any, what: str = "budget") -> dict[str, float]:

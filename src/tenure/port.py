@@ -221,16 +221,15 @@ class LeasePort(Protocol):
         tokens: int = 0,
         usd: float = 0.0,
         units: Mapping[str, float] | None = None,
+        *,
+        budgeted: bool = True,
     ) -> Budget | None:
-        """Record what an attempt spent, charged to its run's budgets; what the run has left."""
+        """Record what an attempt spent, charged to its run's budgets; what the run has left
+        (`budgeted=False`, the lease's `budgeted`: the run has none, its chain is not read)."""
         ...
 
     def budget(self, job_id: str) -> Budget | None:
         """What the job's run may still spend (None: no budget in its chain)."""
-        ...
-
-    def has_budgets(self) -> bool:
-        """Whether any job may have a budget (a start then asks `budget`)."""
         ...
 
     def record_evidence(

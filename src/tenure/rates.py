@@ -6,23 +6,17 @@ so every worker of the database shares them. Pure: no clock, no database."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.errors import InvalidArgument, TenureError
+from tenure.validation import check_number
 
 MAX_RATE_KEY = 200
 MAX_RETRY_AFTER = 86_400.0
 # A period from 1 ms to a day; at most a million claims in it.
 MIN_PER, MAX_PER, MAX_COUNT = 0.001, 86_400.0, 1_000_000
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidArgument(f"{what} must be a finite number, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +34,7 @@ class Rate:
         count, burst = self.count, self.burst
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
             raise InvalidArgument(f"Rate takes a count from 1 to {MAX_COUNT}, got {count!r}")
-        per = _number(self.per, "Rate's per (seconds)")
-        if not MIN_PER <= per <= MAX_PER:
-            raise InvalidArgument(
-                f"Rate's per is from {MIN_PER} s to a day ({MAX_PER:g} s), got {self.per!r}"
-            )
+        check_number(self.per, "Rate's per (seconds, up to a day)", MIN_PER, MAX_PER)
         if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= count:
             raise InvalidArgument(f"Rate's burst is from 1 to its count ({count}), got {burst!r}")
 
@@ -65,12 +55,8 @@ class RateLimited(TenureError, code="rate_limited"):
     rate key of its class (if the class has `rate=`) gets no claim before then, on any worker."""
 
     def __init__(self, retry_after: float = 1.0, message: str = "") -> None:
-        seconds = _number(retry_after, "RateLimited's retry_after (seconds)")
-        if not 0 <= seconds <= MAX_RETRY_AFTER:
-            raise InvalidArgument(
-                f"RateLimited's retry_after is from 0 to a day ({MAX_RETRY_AFTER:g} s), "
-                f"got {retry_after!r}"
-            )
+        what = "RateLimited's retry_after (seconds, up to a day)"
+        seconds = check_number(retry_after, what, 0, MAX_RETRY_AFTER)
         super().__init__(message or f"rate limited; retry after {seconds:g} s")
         self.retry_after = seconds
 

@@ -71,6 +71,8 @@ class EventType(enum.StrEnum):
     """The job is a schedule's slot (or an operator's run now): the slot's time."""
     SCHEDULE_MISSED = "schedule_missed"
     """Slots of the job's schedule were missed before it (how many, and since when)."""
+    BUDGET_RAISED = "budget_raised"
+    """An operator raised the budget of the job's run: the units added, the held jobs released."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,9 @@ class Lease:
     claim: str = ""
     fresh: bool = False
     """True when no claim or cancel of the job came before this one: nothing is recorded yet."""
+    budgeted: bool = False
+    """True when the job or an ancestor has a budget (`tenure.budgets`): its start, spawns and
+    reported costs read the run's chain; other jobs never do."""
 
 
 @dataclass(frozen=True, slots=True)

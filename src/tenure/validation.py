@@ -131,10 +131,32 @@ def check_job_id(value: Any) -> str:
         raise JobNotFound(f"no job has the id {value!r} (job ids are UUIDs)") from None
 
 
+def check_number(value: Any, what: str, low: float, high: float) -> float:
+    """A finite number (an int or a float, not a bool) from `low` to `high`. An integer too
+    large for a float is refused too, without printing its thousands of digits."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be a number, got {type(value).__name__}")
+    bounds = f"from {_plain(low)} to {_plain(high)}"
+    if isinstance(value, int) and not low <= value <= high:  # float() of 10**400 overflows
+        shown = value if abs(value) < 10**30 else "an integer out of range"
+        raise InvalidArgument(f"{what} must be a finite number {bounds}, got {shown}")
+    number = float(value)
+    if not math.isfinite(number) or not low <= number <= high:
+        raise InvalidArgument(f"{what} must be a finite number {bounds}, got {value!r}")
+    return number
+
+
+def _plain(number: float) -> str:
+    """1e15, not 1e+15; 86400, not 86400.0."""
+    return f"{number:.15g}".replace("e+", "e")
+
+
 def check_seconds(value: Any, what: str) -> float:
     """A positive, finite number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"the {what} must be a number of seconds, got {value!r}")
+    if isinstance(value, int) and value > 10**15:  # float() of 10**400 overflows
+        raise InvalidArgument(f"the {what} must be a finite number of seconds, got a huge integer")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidArgument(f"the {what} must be a positive number of seconds, got {value!r}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from tenure import keys as api_keys
 from tenure.ledger import lease_port
 from tenure.service import ServiceSettings
 from tests.support.cli import tenure_cli
+from tests.support.databases import execute_sql
 from tests.support.service import LiveServer
 from tests.support.waiting import poll
 
@@ -329,6 +331,58 @@ def test_a_purge_keeps_a_budgeted_parent_while_its_children_run(db_url: str) -> 
             ledger.get(parent)
 
 
+def test_a_purge_keeps_a_budgeted_run_while_a_grandchild_runs(db_url: str) -> None:
+    """The chain a grandchild charges goes through its finished parent to the finished root:
+    a purge keeps both while it runs, and takes the three once it has ended."""
+    with tenure.connect(db_url) as ledger:
+        port = lease_port(ledger)
+        root_id = ledger.submit("plan", {}, budget={"usd": 1})
+        root = ledger.claim("w", kinds=["plan"])
+        assert root is not None
+        child_id, _ = port.spawn(root, "c", "child", {})
+        child = ledger.claim("w", kinds=["child"])
+        assert child is not None
+        leaf_id, _ = port.spawn(child, "g", "leaf", {})
+        leaf = ledger.claim("w", kinds=["leaf"])
+        assert leaf is not None
+        ledger.complete(child, None)
+        ledger.complete(root, None)
+        ledger.operations.purge(0, keep_keys=0)
+        assert {ledger.get(root_id).state, ledger.get(child_id).state} == {
+            tenure.JobState.SUCCEEDED
+        }
+        assert port.report_cost(leaf_id, 1, usd=0.25, budgeted=leaf.budgeted) is not None
+        assert ledger.operations.budget(root_id) == ledger.operations.budget(leaf_id)
+        ledger.complete(leaf, None)
+
+        def purged() -> bool:  # a purge takes what ended before its clock's now
+            ledger.operations.purge(0, keep_keys=0)
+            return not ledger.list()
+
+        poll(purged, what="the run purged")
+
+
+def test_a_raise_between_the_look_and_the_hold_releases_the_job(db_url: str) -> None:
+    """The race of a worker holding a job for its run's budget: it saw the budget spent, a
+    raise committed (the job was running, not held: nothing for the raise to release), then
+    the worker held it. The hold looks again and releases the job: it is claimable now."""
+    with tenure.connect(db_url) as ledger:
+        port = lease_port(ledger)
+        job_id = ledger.submit("plan", {}, budget={"calls": 1})
+        lease = ledger.claim("w", kinds=["plan"])
+        assert lease is not None
+        port.report_cost(job_id, lease.attempt, units={"calls": 1})
+        left = ledger.operations.budget(job_id)
+        assert left is not None and left.exhausted
+        assert ledger.operations.raise_budget(job_id, calls=1) == []  # running: none held
+        raised = [e for e in ledger.events(job_id) if e.type is tenure.EventType.BUDGET_RAISED]
+        assert [(e.detail["raised"], e.detail["released"]) for e in raised] == [({"calls": 1.0}, 0)]
+        port.hold_for_budget(lease)
+        again = ledger.claim("w", kinds=["plan"])
+        assert again is not None and again.job_id == job_id
+        assert again.attempt == lease.attempt  # the hold spent no attempt
+
+
 def test_the_cli_submits_a_budget_and_refuses_a_bad_one(db_url: str) -> None:
     done = tenure_cli("submit", "k", "--budget", "usd=5", "--budget", "calls=50", db=db_url)
     assert done.returncode == 0, done.stderr
@@ -345,3 +399,102 @@ def test_the_cli_submits_a_budget_and_refuses_a_bad_one(db_url: str) -> None:
         assert "Traceback" not in refused.stderr
     with tenure.connect(db_url) as ledger:
         assert len(ledger.list()) == 1
+
+
+RUN_KINDS = {"root": "plan", "other": "other", "child": "child", "bare_child": "bare"}
+
+
+def budgeted_run(ledger: tenure.Ledger) -> dict[str, str]:
+    """A run without a budget whose child has one, that child's own child, a sibling without
+    one, and another run: {name: job id}, each of its own kind, all left queued."""
+    port = lease_port(ledger)
+    jobs = {"root": ledger.submit("plan", {}), "other": ledger.submit("other", {})}
+    root = ledger.claim("w", kinds=["plan"])
+    assert root is not None
+    jobs["child"], _ = port.spawn(root, "c", "child", {}, budget={"usd": 1})
+    jobs["bare_child"], _ = port.spawn(root, "b", "bare", {})
+    child = ledger.claim("w", kinds=["child"])
+    assert child is not None
+    jobs["grandchild"], _ = port.spawn(child, "g", "leaf", {})
+    ledger.release(root)
+    ledger.release(child)
+    return jobs
+
+
+def budgeted_flags(ledger: tenure.Ledger) -> dict[str, bool]:
+    """The run's jobs claimed one by one: whether each lease says its run is budgeted."""
+    flags = {}
+    for name, kind in {**RUN_KINDS, "grandchild": "leaf"}.items():
+        lease = ledger.claim("x", kinds=[kind])
+        assert lease is not None, name
+        flags[name] = lease.budgeted
+    return flags
+
+
+def test_a_lease_says_whether_its_run_is_budgeted(db_url: str) -> None:
+    """`Lease.budgeted` is set where the job is written: its own budget, or a budgeted
+    ancestor; a job beside them (a sibling, another run) is not, and never reads a chain."""
+    with tenure.connect(db_url) as ledger:
+        jobs = budgeted_run(ledger)
+        assert budgeted_flags(ledger) == {
+            "root": False,
+            "other": False,
+            "child": True,
+            "bare_child": False,
+            "grandchild": True,
+        }
+        # The cost of a job outside any budget is recorded all the same, in one statement.
+        port = lease_port(ledger)
+        assert port.report_cost(jobs["other"], 1, 3, 0.5, {"calls": 1}, budgeted=False) is None
+        assert ledger.job_cost(jobs["other"]) == (3, 0.5)
+        assert ledger.operations.report_cost(jobs["grandchild"], 1, usd=0.25) is not None
+        assert ledger.operations.budget(jobs["child"]) == ledger.operations.budget(
+            jobs["grandchild"]
+        )
+
+
+def test_the_upgrade_marks_the_runs_budgeted_before_it(
+    db_url: str, connect: Callable[..., tenure.Ledger]
+) -> None:
+    """Version 21 marks every job of a run budgeted before it existed (a database at version
+    20 has no such column): the same flags as for jobs written after it."""
+    with tenure.connect(db_url) as ledger:
+        budgeted_run(ledger)
+    sqlite = db_url.startswith("sqlite:")
+    on = {"tenure_jobs_child_budgeted": "tenure_jobs", "tenure_budgets_mark_job": "tenure_budgets"}
+    for trigger, table in on.items():
+        execute_sql(db_url, f"DROP TRIGGER {trigger}" + ("" if sqlite else f" ON {table}"))
+    execute_sql(db_url, "ALTER TABLE tenure_jobs DROP COLUMN budgeted")
+    execute_sql(db_url, "DELETE FROM tenure_schema_version WHERE version = 21")
+    flags = budgeted_flags(connect())
+    assert [name for name, budgeted in flags.items() if budgeted] == ["child", "grandchild"]
+
+
+def test_jobs_an_older_version_writes_are_marked_too(db_url: str) -> None:
+    """During a rolling upgrade a worker of a version before 21 writes rows without the flag:
+    a child it spawns under a budgeted job, a budget it submits. The triggers of version 21
+    mark both, so no job of a budgeted run starts unchecked or reports uncharged."""
+    with tenure.connect(db_url) as ledger:
+        jobs = budgeted_run(ledger)
+        orphan = str(uuid.uuid4())
+        execute_sql(  # the INSERT of a version that has no `budgeted` column to name
+            db_url,
+            "INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256,"
+            " run_after, priority, created_at, updated_at, parent_id, state)"
+            f" SELECT '{orphan}', 'orphan', tenant, max_attempts, payload, payload_sha256,"
+            " run_after, priority, created_at, updated_at, id, 'queued'"
+            f" FROM tenure_jobs WHERE id = '{jobs['grandchild']}'",
+        )
+        execute_sql(
+            db_url,
+            "INSERT INTO tenure_budgets (job_id, budget)"
+            f" VALUES ('{jobs['other']}', '{{\"usd\": 1}}')",
+        )
+        flags = budgeted_flags(ledger)
+        orphan_lease = ledger.claim("x", kinds=["orphan"])
+        assert orphan_lease is not None and orphan_lease.budgeted
+        assert [name for name, budgeted in flags.items() if budgeted] == [
+            "other",
+            "child",
+            "grandchild",
+        ]

@@ -6,6 +6,7 @@ and bad input refused with nothing written."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -151,8 +152,11 @@ def test_a_tripped_hold_rollout_holds_its_new_jobs_until_an_operator_releases_th
 
 def test_bad_rollouts_are_refused_and_nothing_is_written(ledger: tenure.Ledger) -> None:
     cases: list[tuple[dict[str, Any], str]] = [
-        ({"percent": 150}, "percent must be between 0 and 100"),
-        ({"percent": -1}, "percent must be between 0 and 100"),
+        ({"percent": 150}, "percent must be a finite number from 0 to 100"),
+        ({"percent": -1}, "percent must be a finite number from 0 to 100"),
+        ({"percent": 10, "max_cost_ratio": math.inf}, "max_cost_ratio must be a finite"),
+        ({"percent": 10, "max_cost_ratio": 10**400}, "an integer out of range"),
+        ({"percent": math.nan}, "percent must be a finite number"),
         ({"percent": 10, "max_failure_rate": -0.1}, "max_failure_rate"),
         ({"percent": 10, "max_cost_ratio": -2}, "max_cost_ratio"),
         ({}, "tenants, a percent, or both"),

@@ -379,6 +379,10 @@ class Leases(Part[LeaseWrites]):
         held = lambda: self.store.release(lease, HELD_FOR_BUDGET, detail)  # noqa: E731
         if not self.guard(lease, "release", held):
             self.lost(lease, "release")
+        # A raise that committed between the worker's look at the budget and this hold did
+        # not see the job held: look again now, and release it if the run has room.
+        if self.store.release_if_raised(lease.job_id):
+            emit(log, logging.INFO, "budget_hold_released", job=lease.job_id)
 
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
         """The handler met its provider's limit: hold the job's rate key (if its class has a

@@ -50,7 +50,7 @@ class LedgerPort:
         self.stages = store.stages
         self.spawn, self.wait_on = waits.spawn, waits.wait_on
         self.report_cost = rollouts.report_cost
-        self.budget, self.has_budgets = rollouts.budget, rollouts.has_budgets
+        self.budget = rollouts.budget
         self.record_evidence, self.evidence = evidence.record_evidence, evidence.evidence
         self.cached_refs, self.cache_refs = evidence.cached_refs, evidence.cache_refs
         self.record_retrieval = evidence.record_retrieval

@@ -15,7 +15,7 @@ from tenure.logs import emit
 from tenure.storage.base import PurgeStep, RetentionStore
 from tenure.storage.evidence import EvidenceStore
 from tenure.types import PurgeReport
-from tenure.validation import check_int
+from tenure.validation import check_int, check_number
 
 log = logging.getLogger("tenure")
 
@@ -24,14 +24,15 @@ log = logging.getLogger("tenure")
 DEFAULT_KEY_RETENTION = 7 * 86400.0
 
 
+MAX_AGE_SECONDS = 1e12  # some 30,000 years: a purge of nothing
+
+
 def _seconds_of(value: timedelta | float, what: str) -> float:
     """A non-negative age in seconds, from seconds or a timedelta."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise InvalidArgument(f"{what} must be seconds or a timedelta, got {value!r}")
-    if not 0 <= seconds < float("inf"):
-        raise InvalidArgument(f"{what} must be zero or more seconds, got {value!r}")
-    return float(seconds)
+    return check_number(seconds, f"{what} (seconds)", 0, MAX_AGE_SECONDS)
 
 
 class RetentionParts(RetentionStore, EvidenceStore, Protocol):

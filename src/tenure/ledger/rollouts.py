@@ -18,15 +18,14 @@ import statistics
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tenure.budgets import Budget, check_amount, check_units
 from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
 from tenure.storage.base import RolloutStore
-from tenure.types import JobState, OnTrip, Rollout, RolloutJob, RolloutState
-from tenure.validation import check_int, check_job_id, check_name
+from tenure.types import EventType, JobState, OnTrip, Rollout, RolloutJob, RolloutState
+from tenure.validation import check_int, check_job_id, check_name, check_number
 
 log = logging.getLogger("tenure")
 STABLE = "stable"
@@ -94,7 +93,6 @@ class Rollouts(Part[RolloutStore]):
         self._rollout_cache: tuple[float, dict[str, Rollout]] | None = None
         self._rollout_refreshing = False
         self._rollout_lock = threading.Lock()  # guards only the two fields above: no I/O under it
-        self._budgets_seen, self._budgets_asked = False, -math.inf
 
     def start_rollout(
         self,
@@ -124,13 +122,17 @@ class Rollouts(Part[RolloutStore]):
             if tenants is None:
                 raise InvalidArgument("a rollout needs tenants, a percent, or both")
             percent = 100.0
-        share = _number(percent, "percent", 0.0, 100.0)
+        share = check_number(percent, "percent", 0.0, 100.0)
         failure = (
             None
             if max_failure_rate is None
-            else _number(max_failure_rate, "max_failure_rate", 0.0, 1.0)
+            else check_number(max_failure_rate, "max_failure_rate", 0.0, 1.0)
         )
-        cost = None if max_cost_ratio is None else _number(max_cost_ratio, "max_cost_ratio", 0.0)
+        cost = (
+            None
+            if max_cost_ratio is None
+            else check_number(max_cost_ratio, "max_cost_ratio", 0.0, _MAX_COST_RATIO)
+        )
         if on_trip not in list(OnTrip):
             raise InvalidArgument(f"on_trip must be one of {', '.join(OnTrip)}, got {on_trip!r}")
         rollout = Rollout(
@@ -208,17 +210,21 @@ class Rollouts(Part[RolloutStore]):
         tokens: int = 0,
         usd: float = 0.0,
         units: Mapping[str, float] | None = None,
+        *,
+        budgeted: bool = True,
     ) -> Budget | None:
         """Record what an attempt spent (`ctx.report_cost` calls this) and charge it, with
         `units` (the app's: calls, input_tokens…), to the budgets of the job's run in the
-        same transaction; what the run has left (None: no budget)."""
+        same transaction; what the run has left (None: no budget). `budgeted=False` (the
+        lease's `budgeted`) says the run has none: the cost is recorded alone."""
         tokens = check_int(tokens, "tokens", 0)
         usd = check_amount(usd, "usd")
         spent = check_units(units, "cost") if units else {}
         for unit, amount in (("tokens", float(tokens)), ("usd", usd)):
             if amount:
                 spent[unit] = spent.get(unit, 0.0) + amount
-        return Budget.of(self.store.report_cost(job_id, attempt, tokens, usd, spent))
+        rows = self.store.report_cost(job_id, attempt, tokens, usd, spent, budgeted=budgeted)
+        return Budget.of(rows)
 
     def budget(self, job_id: str) -> Budget | None:
         """What the job's run may still spend (None: no job of its chain has a budget)."""
@@ -227,26 +233,18 @@ class Rollouts(Part[RolloutStore]):
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str]:
         """Give the job's run more to spend and release what was held for it."""
         job_id = check_job_id(job_id)
-        released = self.store.raise_budget(job_id, check_units(units, "raise"))
+        checked = check_units(units, "raise")
+        released = self.store.raise_budget(job_id, checked)
         if released is None:
             raise InvalidArgument(
                 f"job {job_id}'s run has no budget of {', '.join(sorted(units))} to raise"
             )
         emit(log, logging.INFO, "budget_raised", job=job_id, released=len(released))
+        detail = {"raised": dict(sorted(checked.items())), "released": len(released)}
+        self.store.record_event(
+            job_id, EventType.BUDGET_RAISED, None, None, json.dumps(detail, sort_keys=True)
+        )
         return released
-
-    def has_budgets(self) -> bool:
-        """Whether a job of the database has a budget: once seen, always; until then, asked
-        of the database at most once a second (a worker asks before each start)."""
-        now = self.core.clock.monotonic()
-        if not self._budgets_seen and now - self._budgets_asked >= 1.0:
-            self._budgets_asked = now
-            self._budgets_seen = self.store.has_budgets()
-        return self._budgets_seen
-
-    def saw_budget(self) -> None:
-        """This ledger submitted a budgeted job: its own workers check budgets at once."""
-        self._budgets_seen = True
 
     def _check(self, rollout: Rollout) -> bool:
         if rollout.state is not RolloutState.ACTIVE:
@@ -364,10 +362,4 @@ def _one_decimal(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _number(value: Any, what: str, low: float, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"{what} must be a number, got {value!r}")
-    if not low <= value or (high is not None and value > high):
-        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        raise InvalidArgument(f"{what} must be {bound}, got {value!r}")
-    return float(value)
+_MAX_COST_RATIO = 1e6

@@ -85,8 +85,6 @@ class Submission(Part[JobStore]):
         if idempotency_key is not None:
             idempotency_key = check_name(idempotency_key, "idempotency key")
         job, encoded = self._new_job(placement, payload, idempotency_key, parent_id)
-        if job.budget_json is not None:
-            self.rollouts.saw_budget()
         if self.store.submit(job):
             emit(
                 log,

@@ -119,7 +119,7 @@ class Waits(Part[WaitParts]):
         with nothing left spawns no more: `BudgetExhausted`). Returns its id and whether it
         is new."""
         requested = None if budget is None else check_units(budget)
-        left = Budget.of(self.store.budget(lease.job_id))
+        left = Budget.of(self.store.budget(lease.job_id)) if lease.budgeted else None
         if left is not None and left.exhausted:
             raise BudgetExhausted("the run's budget is spent: it spawns no more")
         if left is not None:

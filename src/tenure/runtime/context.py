@@ -137,7 +137,9 @@ class JobContext:
         app's own `units` (`calls=1`) to the budgets of the job's run in the same write; what
         the run has left (None: no budget). A report that takes the run over its budget
         raises `BudgetExhausted`: the job ends `failed`, code `budget_exhausted`."""
-        left = self._port.report_cost(self.job_id, self.attempt, tokens, usd, units)
+        left = self._port.report_cost(
+            self.job_id, self.attempt, tokens, usd, units, budgeted=self._run.lease.budgeted
+        )
         self._keeper.spent(self._run, {"tokens": tokens, "usd": usd, **units})
         if left is not None and left.over:
             raise BudgetExhausted("this report took the run over its budget")

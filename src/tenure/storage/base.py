@@ -370,6 +370,11 @@ class LeaseStore(Protocol):
         """No claim of the rate key for `seconds` from the database's now."""
         ...
 
+    def release_if_raised(self, job_id: str) -> bool:
+        """After a job was held for its run's budget: if the budget is no longer spent, its
+        held jobs from this one down are due now (True); a raise in flight is waited for."""
+        ...
+
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:
         """Mark succeeded each job whose lease still holds (with its result and event), then
         claim as `request` says, atomically: (completed ids, new leases)."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from tenure.budgets import BudgetRow
+from tenure.types import EventType
 
 
 class BudgetStore(Protocol):
@@ -18,9 +19,12 @@ class BudgetStore(Protocol):
         tokens: int,
         usd: float,
         units: Mapping[str, float] | None = None,
+        *,
+        budgeted: bool = True,
     ) -> list[BudgetRow]:
         """Record what an attempt of the job spent, and charge `units` to every budgeted job
-        of its chain (the job and its ancestors) in the same transaction; those rows."""
+        of its chain (the job and its ancestors) in the same transaction; those rows
+        (`budgeted=False`, the job's `Lease.budgeted`: its run has none, the chain is unread)."""
         ...
 
     def budget(self, job_id: str) -> list[BudgetRow]:
@@ -32,6 +36,13 @@ class BudgetStore(Protocol):
         their ids (None: no budget in the run)."""
         ...
 
-    def has_budgets(self) -> bool:
-        """Whether any job of the database has a budget."""
+    def record_event(
+        self,
+        job_id: str,
+        type: EventType,
+        token: int | None,
+        owner_id: str | None,
+        detail_json: str,
+    ) -> bool:
+        """Append an event (a raise's `budget_raised`) in its own transaction."""
         ...

@@ -155,6 +155,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         labels=decode.json(row["labels"]),
         traceparent=row["traceparent"],
         principal=row["principal"],
+        budgeted=bool(row["budgeted"]),
         claim=uuid.uuid4().hex,
         fresh=row["was_token"] == 0,
     )

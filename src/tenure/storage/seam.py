@@ -1,13 +1,23 @@
-"""What the aggregates written once for both SQL dialects (`sql_evidence`, `sql_schedules`)
-ask of `SqlStore`'s dialect seam."""
+"""What the aggregates written once for both SQL dialects (`sql_evidence`, `sql_schedules`,
+`sql_budgets`) ask of `SqlStore`'s dialect seam, and the open transaction it hands them."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tenure.storage.rows import Decoder, Row
+
+Params = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """Named queries inside one open transaction."""
+
+    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
+        """Run the named query; its rows (none for a statement that returns nothing)."""
+        ...
 
 
 class SqlSeam(ABC):

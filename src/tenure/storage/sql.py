@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from tenure.rates import RateClaim
 from tenure.storage.base import (
@@ -44,6 +44,7 @@ from tenure.storage.rows import (
     stage_from_row,
     tenant_from_row,
 )
+from tenure.storage.seam import Params, Tx
 from tenure.storage.sql_budgets import SqlBudgets
 from tenure.storage.sql_evidence import SqlEvidence, evidence_of_job
 from tenure.storage.sql_schedules import SqlSchedules
@@ -74,16 +75,6 @@ from tenure.waits import (
     wait_document,
     waited_event,
 )
-
-Params = Mapping[str, Any]
-
-
-class Tx(Protocol):
-    """Named queries inside one open transaction."""
-
-    def rows(self, name: str, params: Params | None = None) -> Sequence[Row]:
-        """Run the named query; its rows (none for a statement that returns nothing)."""
-        ...
 
 
 class SqlStore(SqlEvidence, SqlSchedules, SqlBudgets, Store, ABC):

@@ -1,7 +1,8 @@
 """The budgets aggregate written once for both SQL dialects (named queries `budget`,
-`report_cost__*`, `raise_budget*`, `has_budgets`): a charge locks the budgeted rows of the
-job's chain in id order, adds the units to each, and records the attempt's cost, in one
-transaction; a raise adds to their ceilings and releases the jobs held for them."""
+`report_cost*`, `raise_budget*`): a charge locks the budgeted rows of the job's chain in id
+order, adds the units to each, and records the attempt's cost, in one transaction; a raise
+adds to their ceilings and releases the jobs held for them. A job whose run has no budget
+(`Lease.budgeted` false) records its cost in one statement, its chain unread."""
 
 from __future__ import annotations
 
@@ -9,15 +10,11 @@ import json
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
-from tenure.budgets import HELD_PAST, BudgetRow
+from tenure.budgets import HELD_PAST, Budget, BudgetRow
 from tenure.storage.rows import Row
-from tenure.storage.seam import SqlSeam
-
-
-class _Tx(Protocol):
-    def rows(self, name: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]: ...
+from tenure.storage.seam import SqlSeam, Tx
 
 
 class SqlBudgets(SqlSeam):
@@ -38,7 +35,7 @@ class SqlBudgets(SqlSeam):
             spent=self.decode.json(row["spent"]),
         )
 
-    def _locked_chain(self, tx: _Tx, job_id: str) -> list[BudgetRow]:
+    def _locked_chain(self, tx: Tx, job_id: str) -> list[BudgetRow]:
         """The chain's budgeted rows, locked in id order (PostgreSQL; SQLite's transaction
         is serialised already)."""
         return [self._budget_row(row) for row in tx.rows("report_cost__chain", {"job_id": job_id})]
@@ -47,9 +44,17 @@ class SqlBudgets(SqlSeam):
         """The budgeted rows of the job's chain (the job and its ancestors)."""
         return [self._budget_row(row) for row in self._read_rows("budget", {"job_id": job_id})]
 
-    def has_budgets(self) -> bool:
-        """Whether any job of the database has a budget."""
-        return bool(self._read_rows("has_budgets")[0]["found"])
+    def release_if_raised(self, job_id: str) -> bool:
+        """After the job was held for its run's budget: if a raise committed between the
+        worker's look and its hold, the jobs held from this one down are due now (True). The
+        chain's rows are locked as a raise locks them (FOR UPDATE, in id order): a raise in
+        flight is waited for, and one that comes after finds the job held and releases it."""
+        with self._transaction() as tx:
+            left = Budget.of(self._locked_chain(tx, job_id))
+            if left is not None and left.exhausted:
+                return False
+            tx.rows("raise_budget__release", {"root": job_id, "past": HELD_PAST})
+            return True
 
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
         """Add `units` to the ceilings of the run's budgets that name them (the run: the
@@ -78,18 +83,24 @@ class SqlBudgets(SqlSeam):
         tokens: int,
         usd: float,
         units: Mapping[str, float] | None = None,
+        *,
+        budgeted: bool = True,
     ) -> list[BudgetRow]:
         """Record what an attempt spent and charge `units` to every budgeted job of its
-        chain, in one transaction; the chain's rows as charged."""
+        chain, in one transaction; the chain's rows as charged (`budgeted=False`: the run has
+        no budget, the cost is recorded alone)."""
+        params = {
+            "job_id": job_id,
+            "attempt": attempt,
+            "tokens": tokens,
+            "usd": usd,
+            "units": json.dumps(dict(units), sort_keys=True) if units else None,
+        }
+        if not budgeted:
+            self._write_rows("report_cost", params)
+            return []
         with self._transaction() as tx:
             chain = self._locked_chain(tx, job_id)
-            params = {
-                "job_id": job_id,
-                "attempt": attempt,
-                "tokens": tokens,
-                "usd": usd,
-                "units": json.dumps(dict(units), sort_keys=True) if units else None,
-            }
             tx.rows("report_cost", params)
             if not chain or not units:
                 return chain

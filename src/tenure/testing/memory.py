@@ -17,10 +17,9 @@ Time is the injected `clock` (default: a `tenure.testing.clock.FakeClock`, which
 until moved): "the database's clock" is its `wall()`, so a lease, a timer or a backoff ends
 when the test moves the clock, never by itself.
 
-Not modelled: database outages (`OwnershipUnknown`, never raised), tenant and rollout machinery
-(no tenant limits, no variant assignment, no held jobs, no label declarations), retention and
-purges, other processes (the `on_claimable` callbacks are this object's own), the ledger's
-watch of ended jobs, and `overdue_stages` (a stage timeout is the worker's, not the store's).
+Not modelled: database outages (`OwnershipUnknown`), tenant and rollout machinery (limits,
+variants, held jobs, label declarations), rate limits and budgets, retention, other processes,
+the ledger's watch of ended jobs, and `overdue_stages` (a stage timeout is the worker's).
 """
 
 from __future__ import annotations
@@ -553,6 +552,7 @@ class MemoryPort(JobTables):
         tokens: int = 0,
         usd: float = 0.0,
         units: Mapping[str, float] | None = None,
+        **_: bool,  # budgeted: no budgets in memory
     ) -> Budget | None:
         check_amount(usd, "usd")  # refused as a ledger refuses them; not kept (no budgets)
         check_int(tokens, "tokens", 0)

@@ -86,9 +86,6 @@ class JobTables:
         del job_id
         return None
 
-    def has_budgets(self) -> bool:
-        return False
-
     def __init__(self, clock: Clock, max_payload_bytes: int, default_max_attempts: int) -> None:
         self.clock = clock
         self._max_payload_bytes = max_payload_bytes

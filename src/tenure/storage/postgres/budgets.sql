@@ -74,6 +74,3 @@ FROM tree, clock
 WHERE j.id = tree.id AND j.state = 'queued'
   AND j.run_after > clock.now + make_interval(secs => %(past)s::float8)
 RETURNING j.id::text AS id, pg_notify('tenure_jobs:' || current_schema(), j.kind) AS told;
-
--- name: has_budgets
-SELECT EXISTS (SELECT 1 FROM tenure_budgets) AS found;

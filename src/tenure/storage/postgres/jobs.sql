@@ -23,7 +23,7 @@ inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                              payload_sha256, run_after, priority, created_at, updated_at,
                              parent_id, variant, state, wait, labels, traceparent, principal,
-                             version)
+                             version, budgeted)
     SELECT %(id)s::uuid, %(kind)s, %(tenant)s, %(max_attempts)s, %(idempotency_key)s,
            %(payload)s::jsonb, %(payload_sha256)s,
            CASE WHEN %(held)s THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -33,7 +33,10 @@ inserted AS (
            CASE WHEN %(held)s THEN 'waiting' ELSE 'queued' END,
            CASE WHEN %(held)s THEN '{"for": "signal", "name": "release", "position": -1, "held": true}'::jsonb END,
            %(labels)s::jsonb, %(traceparent)s, %(principal)s,
-           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
+           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s),
+           -- Its run is budgeted: its own budget, or its parent's run (migration 0021).
+           %(budget)s::jsonb IS NOT NULL
+           OR EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = %(parent_id)s::uuid AND p.budgeted)
     FROM clock
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, created_at, kind, run_after <= created_at AS due
@@ -43,7 +46,7 @@ logged AS (
     SELECT id, 'job_submitted', created_at, 0, NULL, %(detail)s::jsonb FROM inserted
 ),
 -- A budgeted job's ceiling (tenure.budgets), in the same statement as the job.
-budgeted AS (
+ceiling AS (
     INSERT INTO tenure_budgets (job_id, budget)
     SELECT id, %(budget)s::jsonb FROM inserted WHERE %(budget)s::jsonb IS NOT NULL
 )

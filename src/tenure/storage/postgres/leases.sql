@@ -138,7 +138,8 @@ claimed AS (
     WHERE j.id = candidate.id
     RETURNING j.id, j.kind, j.tenant, j.fencing_token, j.attempt, j.max_attempts, j.payload,
               j.step, j.checkpoint, j.lease_until, j.priority, j.seq, j.wait, j.variant,
-              j.labels, j.traceparent, j.principal, clock.now AS claimed_at, candidate.was_state,
+              j.labels, j.traceparent, j.principal, j.budgeted, clock.now AS claimed_at,
+              candidate.was_state,
               candidate.was_owner, candidate.was_token, candidate.was_lease_until,
               candidate.was_heartbeat
 ),
@@ -176,11 +177,11 @@ logged AS (
 )
 SELECT 'claimed' AS outcome, id::text AS id, kind, tenant, fencing_token, attempt,
        max_attempts, payload, step, checkpoint, lease_until, claimed_at, priority, seq, wait,
-       variant, labels, traceparent, principal, was_token, was_state
+       variant, labels, traceparent, principal, budgeted, was_token, was_state
 FROM claimed
 UNION ALL
 SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
 

@@ -15,10 +15,16 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
   -- A child whose parent has not ended is kept: the parent may still read it.
   AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
-  -- A budgeted job whose children have not all ended is kept: they spend from its budget.
-  AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
-                  AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
-                              AND c.state NOT IN ('succeeded', 'failed', 'cancelled')));
+  -- A job of a budgeted run is kept while a job below it has not ended: they spend from the
+  -- budgets of their chain, which goes through it (migration 0021).
+  AND (NOT j.budgeted OR NOT EXISTS (
+          WITH RECURSIVE below AS (
+              SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
+              UNION ALL
+              SELECT c.id, c.state, below.depth + 1 FROM tenure_jobs c
+              JOIN below ON c.parent_id = below.id WHERE below.depth < 1000
+          )
+          SELECT 1 FROM below WHERE below.state NOT IN ('succeeded', 'failed', 'cancelled')));
 
 -- name: purge_batch
 -- One bounded step of a purge: the next `scan` jobs in submission order; of those, the
@@ -39,10 +45,16 @@ doomed AS (
       -- A child whose parent has not ended is kept: the parent may still wait for it.
       AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
-      -- A budgeted job whose children have not all ended is kept: they spend from its budget.
-      AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
-                      AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
-                                  AND c.state NOT IN ('succeeded', 'failed', 'cancelled')))
+      -- A job of a budgeted run is kept while a job below it has not ended: they spend from
+      -- the budgets of their chain, which goes through it (migration 0021).
+      AND (NOT j.budgeted OR NOT EXISTS (
+              WITH RECURSIVE below AS (
+                  SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
+                  UNION ALL
+                  SELECT c.id, c.state, below.depth + 1 FROM tenure_jobs c
+                  JOIN below ON c.parent_id = below.id WHERE below.depth < 1000
+              )
+              SELECT 1 FROM below WHERE below.state NOT IN ('succeeded', 'failed', 'cancelled')))
     FOR UPDATE OF j SKIP LOCKED
 ),
 events AS (DELETE FROM tenure_events e USING doomed WHERE e.job_id = doomed.id RETURNING 1),

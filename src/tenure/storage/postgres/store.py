@@ -54,7 +54,8 @@ from tenure.storage.rows import (
     stage_params,
     started_event,
 )
-from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.seam import Params, Tx
+from tenure.storage.sql import SqlStore
 from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch

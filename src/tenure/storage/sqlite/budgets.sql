@@ -61,6 +61,3 @@ WITH RECURSIVE tree AS (
 UPDATE tenure_jobs SET run_after = :now, updated_at = :now
 WHERE id IN (SELECT id FROM tree) AND state = 'queued' AND run_after > :now + :past
 RETURNING id;
-
--- name: has_budgets
-SELECT EXISTS (SELECT 1 FROM tenure_budgets) AS found;

@@ -15,14 +15,18 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 -- A job held by a tripped rollout (`held`) waits for the signal `release`, due never until then.
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, idempotency_key, payload,
                          payload_sha256, run_after, priority, created_at, updated_at, parent_id,
-                         variant, state, wait, labels, traceparent, principal, version)
+                         variant, state, wait, labels, traceparent, principal, version,
+                         budgeted)
 VALUES (:id, :kind, :tenant, :max_attempts, :idempotency_key, :payload, :payload_sha256,
         CASE WHEN :held THEN 253402300799.0 ELSE COALESCE(:run_at, :now + :delay) END,
         :priority, :now, :now, :parent_id, :variant,
         CASE WHEN :held THEN 'waiting' ELSE 'queued' END,
         CASE WHEN :held THEN json('{"for": "signal", "name": "release", "position": -1, "held": true}') END,
         :labels, :traceparent, :principal,
-        (SELECT version FROM tenure_kinds WHERE kind = :kind))
+        (SELECT version FROM tenure_kinds WHERE kind = :kind),
+        -- Its run is budgeted: its own budget, or its parent's run (migration 0021).
+        :budget IS NOT NULL
+        OR EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = :parent_id AND p.budgeted))
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING id;
 

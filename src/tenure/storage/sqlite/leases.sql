@@ -76,7 +76,7 @@ SET state = 'running', owner_id = :owner_id, lease_until = :now + :lease_seconds
     fencing_token = MAX(fencing_token + 1, CAST(:now * 1000000 AS INTEGER) + 1)
 WHERE id = :id
 RETURNING id, kind, tenant, fencing_token, attempt, max_attempts, payload, step, checkpoint,
-          lease_until, wait, variant, labels, traceparent, principal, :now AS claimed_at;
+          lease_until, wait, variant, labels, traceparent, principal, budgeted, :now AS claimed_at;
 
 -- name: extend_many
 -- guard: lease (model: extend)

@@ -13,21 +13,33 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
   -- A child whose parent has not ended is kept: the parent may still read it.
   AND (j.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
-  -- A budgeted job whose children have not all ended is kept: they spend from its budget.
-  AND NOT EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
-                  AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
-                              AND c.state NOT IN ('succeeded', 'failed', 'cancelled')));
+  -- A job of a budgeted run is kept while a job below it has not ended: they spend from the
+  -- budgets of their chain, which goes through it (migration 0021).
+  AND (NOT j.budgeted OR NOT EXISTS (
+          WITH RECURSIVE below AS (
+              SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
+              UNION ALL
+              SELECT c.id, c.state, below.depth + 1 FROM tenure_jobs c
+              JOIN below ON c.parent_id = below.id WHERE below.depth < 1000
+          )
+          SELECT 1 FROM below WHERE below.state NOT IN ('succeeded', 'failed', 'cancelled')));
 
 -- name: purge_batch__scan
 -- The next `scan` jobs in submission order (rowid) for one bounded purge step.
 -- `parent_open`: a child whose parent has not ended, kept (the parent may still wait for it),
--- or a budgeted job whose children have not all ended (they spend from its budget).
+-- or a job of a budgeted run with a job below it not ended (they spend from their chain's
+-- budgets, which goes through it: migration 0021).
 SELECT j.rowid AS seq, j.id, j.state, j.updated_at, j.created_at, j.idempotency_key,
        ((j.parent_id IS NOT NULL AND NOT NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
-        OR EXISTS (SELECT 1 FROM tenure_budgets b WHERE b.job_id = j.id
-                   AND EXISTS (SELECT 1 FROM tenure_jobs c WHERE c.parent_id = j.id
-                               AND c.state NOT IN ('succeeded', 'failed', 'cancelled'))))
+        OR (j.budgeted AND EXISTS (
+            WITH RECURSIVE below AS (
+                SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
+                UNION ALL
+                SELECT c.id, c.state, below.depth + 1 FROM tenure_jobs c
+                JOIN below ON c.parent_id = below.id WHERE below.depth < 1000
+            )
+            SELECT 1 FROM below WHERE below.state NOT IN ('succeeded', 'failed', 'cancelled'))))
            AS parent_open
 FROM tenure_jobs j
 WHERE j.rowid > :after ORDER BY j.rowid LIMIT :scan;

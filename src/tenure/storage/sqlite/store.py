@@ -44,7 +44,8 @@ from tenure.storage.rows import (
     stage_params,
     started_event,
 )
-from tenure.storage.sql import Params, SqlStore, Tx
+from tenure.storage.seam import Params, Tx
+from tenure.storage.sql import SqlStore
 from tenure.storage.sqlite.room import WriteRoom
 from tenure.storage.sqlite.schema import apply_migrations
 from tenure.storage.sqlite.turns import WriteTurns
@@ -268,6 +269,7 @@ class SqliteStore(SqlStore):
                     "labels": job.labels_json,
                     "traceparent": job.traceparent,
                     "principal": job.principal,
+                    "budget": job.budget_json,
                 },
             )
             if row is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import Row
-from tenure.storage.sql import Params
+from tenure.storage.seam import Params
 from tenure.types import EventType, Lease
 
 Q = load_queries("tenure.storage.sqlite")
