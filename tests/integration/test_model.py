@@ -123,15 +123,16 @@ def test_spin_checks_every_configuration() -> None:
     assert "0 unexpected" in done.stdout
 
 
-def _spin_signals(tmp_path: Path, *defines: str) -> str:
-    """model/signals.pml through spin and a safety verifier: its report."""
+def _spin_small(tmp_path: Path, name: str, *defines: str) -> str:
+    """One of the small models (model/signals.pml, model/budgets.pml) through spin and a
+    safety verifier: its report."""
     for tool in ("spin", "gcc"):
         if shutil.which(tool) is None:
             if os.environ.get("CI") == "true":
                 pytest.fail(f"{tool} not installed: .ci/model installs spin")
             pytest.skip(f"{tool} not installed (apt-get install spin)")
-    model = tmp_path / "signals.pml"
-    model.write_text((MODEL / "signals.pml").read_text(encoding="utf-8"), encoding="utf-8")
+    model = tmp_path / name
+    model.write_text((MODEL / name).read_text(encoding="utf-8"), encoding="utf-8")
     steps = [
         ["spin", "-a", *defines, model.name],
         ["gcc", "-O0", "-DSAFETY", "-o", "pan", "pan.c"],
@@ -151,7 +152,23 @@ def test_a_wait_for_several_signals_is_woken_once_by_its_last_signal(tmp_path: P
     """model/signals.pml: the `pending` names in the job's row wake it exactly once, by the
     last signal, in every interleaving; the design that decides from tenure_signals as the
     statement's snapshot shows it loses the wake-up of two signals sent at once."""
-    holds = _spin_signals(tmp_path)
+    holds = _spin_small(tmp_path, "signals.pml")
     assert "errors: 0" in holds and "states, stored" in holds, holds
-    refuted = _spin_signals(tmp_path, "-DSNAPSHOT")
+    refuted = _spin_small(tmp_path, "signals.pml", "-DSNAPSHOT")
     assert "errors: 1" in refuted and "assertion violated" in refuted, refuted
+
+
+def test_a_budget_is_overspent_by_at_most_one_call_per_job_and_no_hold_outlives_a_raise(
+    tmp_path: Path,
+) -> None:
+    """model/budgets.pml: with the chain's rows locked for each charge, the calls a run makes
+    stay within its budget plus one per job running when it ran out; a job held for its
+    budget is released by a raise however the two interleave. Each half refuted without its
+    mechanism: a charge that reads and writes back in two statements, a hold that does not
+    look again."""
+    holds = _spin_small(tmp_path, "budgets.pml")
+    assert "errors: 0" in holds and "states, stored" in holds, holds
+    unlocked = _spin_small(tmp_path, "budgets.pml", "-DNO_CHAIN_LOCK")
+    assert "errors: 1" in unlocked and "assertion violated (calls<=" in unlocked, unlocked
+    unchecked = _spin_small(tmp_path, "budgets.pml", "-DNO_RECHECK")
+    assert "errors: 1" in unchecked and "held&&" in unchecked, unchecked

@@ -20,13 +20,13 @@ from tenure.rates import RateClaim
 from tenure.storage.budgets import BudgetStore
 from tenure.storage.evidence import EvidenceStore
 from tenure.storage.migrate import Track
+from tenure.storage.recorder import EventRecorder
 from tenure.storage.schedules import ScheduleStore
 from tenure.storage.waits import SignalOutcome
 from tenure.types import (
     JSON,
     Event,
     EventTotals,
-    EventType,
     Job,
     JobState,
     Lease,
@@ -262,7 +262,7 @@ class DatabaseStore(Protocol):
         ...
 
 
-class JobStore(Protocol):
+class JobStore(EventRecorder, Protocol):
     """Jobs: submitted, read, listed, their events and the wake-ups of their ends."""
 
     def submit(self, job: NewJob) -> bool:
@@ -302,17 +302,6 @@ class JobStore(Protocol):
 
     def ended_among(self, job_ids: Sequence[str]) -> set[str]:
         """Which of `job_ids` have ended (one statement: the waiters' sweep)."""
-        ...
-
-    def record_event(
-        self,
-        job_id: str,
-        type: EventType,
-        token: int | None,
-        owner_id: str | None,
-        detail_json: str,
-    ) -> bool:
-        """Append an event in its own transaction; False if the job does not exist."""
         ...
 
     def get(self, job_id: str) -> Job | None:

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from tenure.budgets import BudgetRow
-from tenure.types import EventType
+from tenure.storage.recorder import EventRecorder
 
 
-class BudgetStore(Protocol):
-    """Costs reported by attempts, and the budgets of runs they are charged to."""
+class BudgetStore(EventRecorder, Protocol):
+    """Costs reported by attempts, and the budgets of runs they are charged to (a raise
+    records a `budget_raised` event)."""
 
     def report_cost(
         self,
@@ -34,15 +35,4 @@ class BudgetStore(Protocol):
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
         """Raise the run's ceilings by `units` and make its jobs held for the budget due now;
         their ids (None: no budget in the run)."""
-        ...
-
-    def record_event(
-        self,
-        job_id: str,
-        type: EventType,
-        token: int | None,
-        owner_id: str | None,
-        detail_json: str,
-    ) -> bool:
-        """Append an event (a raise's `budget_raised`) in its own transaction."""
         ...
