@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.errors import InvalidArgument, NonRetryable
@@ -82,6 +82,8 @@ class Budget:
     remaining: Mapping[str, float]
     # Some budget of the chain went over (spent more than its ceiling).
     over: bool = False
+    # Each (job id, unit, ceiling) of the chain: a raise changes them (a held job compares).
+    ceilings: tuple[tuple[str, str, float], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def exhausted(self) -> bool:
@@ -92,14 +94,14 @@ class Budget:
     def of(cls, rows: Iterable[BudgetRow]) -> Budget | None:
         """The chain's budget (None: no job of the chain has one)."""
         remaining: dict[str, float] = {}
-        over, seen = False, False
+        over, ceilings = False, []
         for row in rows:
-            seen = True
             for unit, ceiling in row.budget.items():
                 left = ceiling - row.spent.get(unit, 0.0)
                 over = over or left < 0
                 remaining[unit] = min(remaining.get(unit, math.inf), left)
-        return cls(remaining, over) if seen else None
+                ceilings.append((row.job_id, unit, ceiling))
+        return cls(remaining, over, tuple(sorted(ceilings))) if ceilings else None
 
     def clamp(self, requested: Mapping[str, float] | None) -> dict[str, float] | None:
         """A child's budget: what it asks for, at most this remainder (per unit); None when

@@ -181,8 +181,9 @@ class LeasePort(Protocol):
         """Give the job back without spending the attempt."""
         ...
 
-    def hold_for_budget(self, lease: Lease) -> None:
-        """Give the job back without spending the attempt, held until its budget is raised."""
+    def hold_for_budget(self, lease: Lease, seen: Budget | None = None) -> None:
+        """Give the job back without spending the attempt, held until its budget is raised;
+        released at once if a raise came after the run's last look at its budget (`seen`)."""
         ...
 
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:

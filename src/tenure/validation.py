@@ -155,7 +155,7 @@ def check_seconds(value: Any, what: str) -> float:
     """A positive, finite number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"the {what} must be a number of seconds, got {value!r}")
-    if isinstance(value, int) and value > 10**15:  # float() of 10**400 overflows
+    if isinstance(value, int) and abs(value) > 10**15:  # float() of 10**400 overflows
         raise InvalidArgument(f"the {what} must be a finite number of seconds, got a huge integer")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:

@@ -372,15 +372,32 @@ def test_a_raise_between_the_look_and_the_hold_releases_the_job(db_url: str) -> 
         lease = ledger.claim("w", kinds=["plan"])
         assert lease is not None
         port.report_cost(job_id, lease.attempt, units={"calls": 1})
-        left = ledger.operations.budget(job_id)
-        assert left is not None and left.exhausted
+        seen = ledger.operations.budget(job_id)  # the worker's look
+        assert seen is not None and seen.exhausted
         assert ledger.operations.raise_budget(job_id, calls=1) == []  # running: none held
         raised = [e for e in ledger.events(job_id) if e.type is tenure.EventType.BUDGET_RAISED]
         assert [(e.detail["raised"], e.detail["released"]) for e in raised] == [({"calls": 1.0}, 0)]
-        port.hold_for_budget(lease)
+        port.hold_for_budget(lease, seen)
         again = ledger.claim("w", kinds=["plan"])
         assert again is not None and again.job_id == job_id
         assert again.attempt == lease.attempt  # the hold spent no attempt
+
+
+def test_a_hold_with_no_raise_since_the_look_stays_held(db_url: str) -> None:
+    """A handler may stop a job for its budget before it is spent (it asked `ctx.budget()`
+    and found too little for its next call), and a job may be held with no budget at all:
+    the hold stays until a raise, it is not released to be claimed and held again."""
+    with tenure.connect(db_url) as ledger:
+        port = lease_port(ledger)
+        ledger.submit("plan", {}, budget={"usd": 1})
+        ledger.submit("plan", {})
+        for _ in range(2):
+            lease = ledger.claim("w", kinds=["plan"])
+            assert lease is not None
+            seen = ledger.operations.budget(lease.job_id)
+            assert (seen is not None) is lease.budgeted and not (seen and seen.exhausted)
+            port.hold_for_budget(lease, seen)
+        assert ledger.claim("w", kinds=["plan"]) is None
 
 
 def test_the_cli_submits_a_budget_and_refuses_a_bad_one(db_url: str) -> None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from tenure.backoff import backoff_delay
-from tenure.budgets import HELD_FOR_BUDGET
+from tenure.budgets import HELD_FOR_BUDGET, Budget
 from tenure.errors import (
     InvalidArgument,
     LeaseLost,
@@ -371,18 +371,25 @@ class Leases(Part[LeaseWrites]):
         if not self.guard(lease, "release", lambda: self.store.release(lease)):
             self.lost(lease, "release")
 
-    def hold_for_budget(self, lease: Lease) -> None:
-        """Its run's budget is spent and its class says hold: give the job back without
-        spending the attempt, held (due in centuries) until `raise_budget` releases it."""
+    def hold_for_budget(self, lease: Lease, seen: Budget | None = None) -> None:
+        """Its run's budget is spent (or its handler says so) and its class says hold: give
+        the job back without spending the attempt, held (due in centuries) until
+        `raise_budget` releases it. `seen` is the run's last look at its budget: a raise that
+        came after it releases the job at once (the raise may not have seen it held)."""
         check_lease(lease)
         detail = json.dumps({"reason": "budget_exhausted", "held": True})
         held = lambda: self.store.release(lease, HELD_FOR_BUDGET, detail)  # noqa: E731
         if not self.guard(lease, "release", held):
             self.lost(lease, "release")
         # A raise that committed between the worker's look at the budget and this hold did
-        # not see the job held: look again now, and release it if the run has room.
-        if self.store.release_if_raised(lease.job_id):
-            emit(log, logging.INFO, "budget_hold_released", job=lease.job_id)
+        # not see the job held: look again now, and release it if a raise gave it room.
+        if seen is None:
+            return
+        try:
+            if self.store.release_if_raised(lease.job_id, seen.ceilings):
+                emit(log, logging.INFO, "budget_hold_released", job=lease.job_id)
+        except StoreUnavailable:  # the hold is written; the next raise releases the job
+            emit(log, logging.WARNING, "budget_recheck_failed", job=lease.job_id)
 
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:
         """The handler met its provider's limit: hold the job's rate key (if its class has a

@@ -24,7 +24,7 @@ log = logging.getLogger("tenure")
 DEFAULT_KEY_RETENTION = 7 * 86400.0
 
 
-MAX_AGE_SECONDS = 1e12  # some 30,000 years: a purge of nothing
+MAX_AGE_SECONDS = 1e10  # some 300 years: a purge of nothing, within PostgreSQL's dates
 
 
 def _seconds_of(value: timedelta | float, what: str) -> float:

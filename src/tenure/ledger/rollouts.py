@@ -24,7 +24,7 @@ from tenure.errors import InvalidArgument, JobNotFound
 from tenure.ledger.core import LedgerCore, Part
 from tenure.logs import emit
 from tenure.storage.base import RolloutStore
-from tenure.types import EventType, JobState, OnTrip, Rollout, RolloutJob, RolloutState
+from tenure.types import JobState, OnTrip, Rollout, RolloutJob, RolloutState
 from tenure.validation import check_int, check_job_id, check_name, check_number
 
 log = logging.getLogger("tenure")
@@ -233,17 +233,12 @@ class Rollouts(Part[RolloutStore]):
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str]:
         """Give the job's run more to spend and release what was held for it."""
         job_id = check_job_id(job_id)
-        checked = check_units(units, "raise")
-        released = self.store.raise_budget(job_id, checked)
+        released = self.store.raise_budget(job_id, check_units(units, "raise"))
         if released is None:
             raise InvalidArgument(
                 f"job {job_id}'s run has no budget of {', '.join(sorted(units))} to raise"
             )
         emit(log, logging.INFO, "budget_raised", job=job_id, released=len(released))
-        detail = {"raised": dict(sorted(checked.items())), "released": len(released)}
-        self.store.record_event(
-            job_id, EventType.BUDGET_RAISED, None, None, json.dumps(detail, sort_keys=True)
-        )
         return released
 
     def _check(self, rollout: Rollout) -> bool:

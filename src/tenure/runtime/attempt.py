@@ -39,7 +39,7 @@ def open_context(
             "the lease of its last allowed attempt expired",
             code="lease_expired",
         )
-    if lease.budgeted and (left := port.budget(lease.job_id)) is not None and left.exhausted:
+    if lease.budgeted and (left := run.saw(port.budget(lease.job_id))) and left.exhausted:
         raise BudgetExhausted("the run's budget is spent: its jobs start no more")
     # The job's first claim ever (no token before it): no stage can have been recorded yet.
     stages = [] if lease.fresh else port.stages(lease.job_id)

@@ -137,17 +137,18 @@ class JobContext:
         app's own `units` (`calls=1`) to the budgets of the job's run in the same write; what
         the run has left (None: no budget). A report that takes the run over its budget
         raises `BudgetExhausted`: the job ends `failed`, code `budget_exhausted`."""
+        budgeted = self._run.lease.budgeted
         left = self._port.report_cost(
-            self.job_id, self.attempt, tokens, usd, units, budgeted=self._run.lease.budgeted
+            self.job_id, self.attempt, tokens, usd, units, budgeted=budgeted
         )
         self._keeper.spent(self._run, {"tokens": tokens, "usd": usd, **units})
-        if left is not None and left.over:
+        if (seen := self._run.saw(left)) is not None and seen.over:
             raise BudgetExhausted("this report took the run over its budget")
         return left
 
     def budget(self) -> Budget | None:
         """What the job's run may still spend, per unit (None: no budget): ask before a call."""
-        return self._port.budget(self.job_id)
+        return self._run.saw(self._port.budget(self.job_id))
 
     def check(self) -> None:
         """Raise `JobCancelled` if the job may no longer go on."""

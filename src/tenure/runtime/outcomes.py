@@ -137,7 +137,9 @@ class Outcomes:
                 run.outcome = RunEnd.SUSPENDED if isinstance(exc, Suspended) else RunEnd.STOPPED
         elif isinstance(exc, BudgetExhausted) and run.job_class.on_budget == "hold":
             run.log(logging.INFO, "budget_hold")
-            self.finish(run, Write.RELEASE, lambda r: self._port.hold_for_budget(r.lease))
+            self.finish(
+                run, Write.RELEASE, lambda r: self._port.hold_for_budget(r.lease, r.budget_seen)
+            )
         elif isinstance(exc, NonRetryable):
             self.fail(run, exc.error_document(self._app.keep_error_messages), retryable=False)
         elif isinstance(exc, ResumeRefused):

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from tenure.app import JobClass
+from tenure.budgets import Budget
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.errors import StoreUnavailable
 from tenure.logs import emit
@@ -106,8 +107,17 @@ class JobRun:
         self._finished = False
         # The handler returned a result that is now being committed.
         self.handler_returned = False
+        # The run's last look at its budget (its start's, `ctx.budget`, `ctx.report_cost`):
+        # a hold for the budget releases the job if a raise came after it.
+        self.budget_seen: Budget | None = None
         self._lock = threading.Lock()
         self._confirmed = threading.Condition(self._lock)
+
+    def saw(self, budget: Budget | None) -> Budget | None:
+        """Keep a look at the run's budget (None: no budget, nothing kept); return it."""
+        if budget is not None:
+            self.budget_seen = budget
+        return budget
 
     def log(self, level: int, event: str, **fields: Any) -> None:
         """Log an event about this run, with its job id and token."""

@@ -359,9 +359,10 @@ class LeaseStore(Protocol):
         """No claim of the rate key for `seconds` from the database's now."""
         ...
 
-    def release_if_raised(self, job_id: str) -> bool:
-        """After a job was held for its run's budget: if the budget is no longer spent, its
-        held jobs from this one down are due now (True); a raise in flight is waited for."""
+    def release_if_raised(self, job_id: str, seen: Sequence[tuple[str, str, float]]) -> bool:
+        """After a job was held for its run's budget: if its chain's ceilings differ from
+        those `seen` (`Budget.ceilings`) and the run has room, the jobs held from this one
+        down are due now (True); a raise in flight is waited for."""
         ...
 
     def exchange(self, publish: Publish, request: ClaimRequest) -> tuple[set[str], list[Lease]]:

@@ -6,12 +6,10 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from tenure.budgets import BudgetRow
-from tenure.storage.recorder import EventRecorder
 
 
-class BudgetStore(EventRecorder, Protocol):
-    """Costs reported by attempts, and the budgets of runs they are charged to (a raise
-    records a `budget_raised` event)."""
+class BudgetStore(Protocol):
+    """Costs reported by attempts, and the budgets of runs they are charged to."""
 
     def report_cost(
         self,

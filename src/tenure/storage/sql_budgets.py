@@ -15,6 +15,7 @@ from typing import Any
 from tenure.budgets import HELD_PAST, Budget, BudgetRow
 from tenure.storage.rows import Row
 from tenure.storage.seam import SqlSeam, Tx
+from tenure.types import EventType
 
 
 class SqlBudgets(SqlSeam):
@@ -44,23 +45,24 @@ class SqlBudgets(SqlSeam):
         """The budgeted rows of the job's chain (the job and its ancestors)."""
         return [self._budget_row(row) for row in self._read_rows("budget", {"job_id": job_id})]
 
-    def release_if_raised(self, job_id: str) -> bool:
+    def release_if_raised(self, job_id: str, seen: Sequence[tuple[str, str, float]]) -> bool:
         """After the job was held for its run's budget: if a raise committed between the
-        worker's look and its hold, the jobs held from this one down are due now (True). The
-        chain's rows are locked as a raise locks them (FOR UPDATE, in id order): a raise in
-        flight is waited for, and one that comes after finds the job held and releases it."""
+        worker's look (its chain's ceilings were `seen`) and its hold, and the run has room,
+        the jobs held from this one down are due now (True). The chain's rows are locked as
+        a raise locks them (FOR UPDATE, in id order): a raise in flight is waited for, and one
+        that comes after finds the job held and releases it."""
         with self._transaction() as tx:
             left = Budget.of(self._locked_chain(tx, job_id))
-            if left is not None and left.exhausted:
+            if left is None or left.ceilings == tuple(seen) or left.exhausted:
                 return False
             tx.rows("raise_budget__release", {"root": job_id, "past": HELD_PAST})
             return True
 
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str] | None:
         """Add `units` to the ceilings of the run's budgets that name them (the run: the
-        job's root and everything below it), and make the run's jobs held for the budget due
-        now, in one transaction: their ids (None: no budget of the run names one of the units,
-        nothing written)."""
+        job's root and everything below it), make the run's jobs held for the budget due now,
+        and record `budget_raised` on the job, in one transaction: the released ids (None: no
+        budget of the run names one of the units, nothing written)."""
         with self._transaction() as tx:
             found = tx.rows("raise_budget__root", {"job_id": job_id})
             root = str(found[0]["id"]) if found else None
@@ -73,8 +75,14 @@ class SqlBudgets(SqlSeam):
                 "raise_budget",
                 {"budgets": json.dumps(raised), "job_ids": self._array(list(raised))},
             )
-            released = tx.rows("raise_budget__release", {"root": root, "past": HELD_PAST})
-            return [str(row["id"]) for row in released]
+            released = [
+                str(row["id"])
+                for row in tx.rows("raise_budget__release", {"root": root, "past": HELD_PAST})
+            ]
+            detail = {"raised": dict(sorted(units.items())), "released": len(released)}
+            event = {"job_id": job_id, "type": EventType.BUDGET_RAISED, "token": None}
+            tx.rows("record_event", {**event, "owner_id": None, "detail": json.dumps(detail)})
+            return released
 
     def report_cost(
         self,

@@ -446,7 +446,7 @@ class MemoryPort(JobTables):
     def release(self, lease: Lease) -> None:
         self.rate_limited(lease, None, 0.0)
 
-    def hold_for_budget(self, lease: Lease) -> None:  # never called: no budgets here
+    def hold_for_budget(self, lease: Lease, seen: Budget | None = None) -> None:  # no budgets
         self.rate_limited(lease, None, 1e10)
 
     def rate_limited(self, lease: Lease, rule: RateRule | None, retry_after: float) -> None:

@@ -67,7 +67,7 @@ given AS (
 inserted AS (
     INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
                              priority, created_at, updated_at, variant, state, wait, labels,
-                             traceparent, principal, version)
+                             traceparent, principal, version, budgeted)
     SELECT given.id, %(kind)s, %(tenant)s, %(max_attempts)s, given.payload,
            given.payload_sha256,
            CASE WHEN given.held THEN '9999-12-31T00:00:00Z'::timestamptz
@@ -77,7 +77,7 @@ inserted AS (
            CASE WHEN given.held THEN 'waiting' ELSE 'queued' END,
            CASE WHEN given.held THEN '{"for": "signal", "name": "release", "position": -1, "held": true}'::jsonb END,
            %(labels)s::jsonb, %(traceparent)s, %(principal)s,
-           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s)
+           (SELECT version FROM tenure_kinds WHERE kind = %(kind)s), false
     FROM given, clock
     ORDER BY given.position
     RETURNING id, created_at, run_after <= created_at AS due

@@ -17,7 +17,7 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
   -- A job of a budgeted run is kept while a job below it has not ended: they spend from the
   -- budgets of their chain, which goes through it (migration 0021).
-  AND (NOT j.budgeted OR NOT EXISTS (
+  AND (j.budgeted IS NOT TRUE OR NOT EXISTS (
           WITH RECURSIVE below AS (
               SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
               UNION ALL
@@ -47,7 +47,7 @@ doomed AS (
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
       -- A job of a budgeted run is kept while a job below it has not ended: they spend from
       -- the budgets of their chain, which goes through it (migration 0021).
-      AND (NOT j.budgeted OR NOT EXISTS (
+      AND (j.budgeted IS NOT TRUE OR NOT EXISTS (
               WITH RECURSIVE below AS (
                   SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
                   UNION ALL

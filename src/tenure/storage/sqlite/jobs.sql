@@ -35,7 +35,7 @@ RETURNING id;
 -- held]: one statement for the whole batch, read element by element (linear in the batch).
 INSERT INTO tenure_jobs (id, kind, tenant, max_attempts, payload, payload_sha256, run_after,
                          priority, created_at, updated_at, variant, state, wait, labels,
-                         traceparent, principal, version)
+                         traceparent, principal, version, budgeted)
 SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        json_extract(g.value, '$[2]'), json_extract(g.value, '$[1]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 253402300799.0
@@ -43,7 +43,7 @@ SELECT json_extract(g.value, '$[0]'), :kind, :tenant, :max_attempts,
        :priority, :now, :now, json_extract(g.value, '$[4]'),
        CASE WHEN json_extract(g.value, '$[5]') THEN 'waiting' ELSE 'queued' END,
        CASE WHEN json_extract(g.value, '$[5]') THEN json('{"for": "signal", "name": "release", "position": -1, "held": true}') END,
-       :labels, :traceparent, :principal, (SELECT version FROM tenure_kinds WHERE kind = :kind)
+       :labels, :traceparent, :principal, (SELECT version FROM tenure_kinds WHERE kind = :kind), 0
 FROM json_each(:jobs) AS g
 ORDER BY g.key;
 

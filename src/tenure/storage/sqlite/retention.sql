@@ -15,7 +15,7 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
   -- A job of a budgeted run is kept while a job below it has not ended: they spend from the
   -- budgets of their chain, which goes through it (migration 0021).
-  AND (NOT j.budgeted OR NOT EXISTS (
+  AND (j.budgeted IS NOT TRUE OR NOT EXISTS (
           WITH RECURSIVE below AS (
               SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
               UNION ALL
@@ -32,7 +32,7 @@ WHERE j.state IN ('succeeded', 'failed', 'cancelled')
 SELECT j.rowid AS seq, j.id, j.state, j.updated_at, j.created_at, j.idempotency_key,
        ((j.parent_id IS NOT NULL AND NOT NOT EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = j.parent_id
                       AND p.state NOT IN ('succeeded', 'failed', 'cancelled')))
-        OR (j.budgeted AND EXISTS (
+        OR (j.budgeted IS TRUE AND EXISTS (
             WITH RECURSIVE below AS (
                 SELECT c.id, c.state, 0 AS depth FROM tenure_jobs c WHERE c.parent_id = j.id
                 UNION ALL

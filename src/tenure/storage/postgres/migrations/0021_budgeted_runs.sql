@@ -3,28 +3,30 @@
 -- the job is written (a submit with a budget, or a spawn under a budgeted job), and returned
 -- with every claim. A job that is not budgeted starts, spawns and reports its cost without
 -- reading its chain; a budgeted one reads it (tenure.budgets).
--- A column with a constant default is added without rewriting the table.
-ALTER TABLE tenure_jobs ADD COLUMN budgeted boolean NOT NULL DEFAULT false;
+-- A nullable column without a default is added without rewriting the table; the rows before
+-- it read NULL, which every reader takes as false (`IS NOT TRUE`), save those marked below.
+ALTER TABLE tenure_jobs ADD COLUMN budgeted boolean;
 
--- The statements of this version set the flag themselves. The triggers set it for rows an
--- older version writes during a rolling upgrade (a child it spawns under a budgeted job, a
--- budget it submits), so that no job of a budgeted run goes unchecked or uncharged; for rows
--- this version writes they find the flag set and do nothing.
+-- This version's statements write the flag, true or false. A row an older version writes
+-- during a rolling upgrade names no flag (NULL): the trigger sets it from the parent's, and a
+-- budget an older version submits marks its job, so that no job of a budgeted run goes
+-- unchecked or uncharged. Neither fires for a row this version writes. The functions keep
+-- the search_path of this migration: they read this schema's tables from any session.
 CREATE OR REPLACE FUNCTION tenure_child_budgeted() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     NEW.budgeted := EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = NEW.parent_id AND p.budgeted);
     RETURN NEW;
 END
 $$;
 CREATE TRIGGER tenure_jobs_child_budgeted BEFORE INSERT ON tenure_jobs
-FOR EACH ROW WHEN (NEW.parent_id IS NOT NULL AND NOT NEW.budgeted)
+FOR EACH ROW WHEN (NEW.budgeted IS NULL)
 EXECUTE FUNCTION tenure_child_budgeted();
 
 CREATE OR REPLACE FUNCTION tenure_budget_marks_job() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    UPDATE tenure_jobs SET budgeted = true WHERE id = NEW.job_id AND NOT budgeted;
+    UPDATE tenure_jobs SET budgeted = true WHERE id = NEW.job_id AND budgeted IS NOT TRUE;
     RETURN NULL;
 END
 $$;

@@ -3,21 +3,25 @@
 -- job is written (a submit with a budget, or a spawn under a budgeted job), and returned with
 -- every claim. A job that is not budgeted starts, spawns and reports its cost without reading
 -- its chain; a budgeted one reads it (tenure.budgets).
-ALTER TABLE tenure_jobs ADD COLUMN budgeted INTEGER NOT NULL DEFAULT 0;
+-- The rows before it read NULL, which every reader takes as false (`IS NOT TRUE`), save
+-- those marked below.
+ALTER TABLE tenure_jobs ADD COLUMN budgeted INTEGER;
 
--- The statements of this version set the flag themselves. The triggers set it for rows an
--- older version writes during a rolling upgrade (a child it spawns under a budgeted job, a
--- budget it submits); for rows this version writes they find the flag set and do nothing.
+-- This version's statements write the flag, 1 or 0. A row an older version writes during a
+-- rolling upgrade names no flag (NULL): the trigger sets it from the parent's, and a budget
+-- an older version submits marks its job, so that no job of a budgeted run goes unchecked or
+-- uncharged. Neither fires for a row this version writes.
 CREATE TRIGGER tenure_jobs_child_budgeted AFTER INSERT ON tenure_jobs
-FOR EACH ROW WHEN NEW.parent_id IS NOT NULL AND NOT NEW.budgeted
+FOR EACH ROW WHEN NEW.budgeted IS NULL
 BEGIN
-    UPDATE tenure_jobs SET budgeted = 1
-    WHERE id = NEW.id AND EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = NEW.parent_id AND p.budgeted);
+    UPDATE tenure_jobs
+    SET budgeted = EXISTS (SELECT 1 FROM tenure_jobs p WHERE p.id = NEW.parent_id AND p.budgeted)
+    WHERE id = NEW.id;
 END;
 CREATE TRIGGER tenure_budgets_mark_job AFTER INSERT ON tenure_budgets
 FOR EACH ROW
 BEGIN
-    UPDATE tenure_jobs SET budgeted = 1 WHERE id = NEW.job_id AND NOT budgeted;
+    UPDATE tenure_jobs SET budgeted = 1 WHERE id = NEW.job_id AND budgeted IS NOT 1;
 END;
 
 -- The runs budgeted before this version: the budgeted rows' trees only.
