@@ -8,13 +8,13 @@
  * takes the run over fails its job. `raise_budget` locks the same rows, raises the ceiling,
  * releases the jobs it sees held (its UPDATE reads the jobs as of the statement's start, READ
  * COMMITTED), then commits. A worker that finds the run spent holds the job (`release` to a
- * far `run_after`), then `release_if_raised` locks the chain's rows, reads the ceiling and
- * releases the job if the run has room.
+ * far `run_after`), then `release_if_raised` locks the chain's rows, reads the ceilings and
+ * releases the job if they changed since its look (a raise came) and the run has room.
  *
  * Checked (no assertion fails, in every interleaving):
  *   - the overspend bound: the calls made are at most the budget plus one call per job that
  *     was running when the run ran out (the test's `at most the number started x $0.10`);
- *   - no job is left held for a budget that has room once everyone is done.
+ *   - no job is left held once a raise gave its spent run room (everyone done).
  * -DNO_CHAIN_LOCK models a report that reads what was spent and writes it back in two
  * statements: two reports at once lose one, and the calls go past the bound.
  * -DNO_RECHECK models the hold without `release_if_raised`: a raise that committed after the
@@ -34,6 +34,7 @@ byte callers_done;
 byte hold_budget = 1;
 byte hold_spent = 1;
 bit  held;
+byte seen;             /* the ceiling the worker's look read */
 bit  hold_done;
 bit  raise_done;
 
@@ -51,9 +52,9 @@ proctype Caller() {
   do
   :: calls++;  /* the call: paid, in flight until reported */
 #ifdef NO_CHAIN_LOCK
-     byte seen;
-     seen = spent;
-     atomic { spent = seen + 1; over = (spent > budget) }
+     byte read;
+     read = spent;
+     atomic { spent = read + 1; over = (spent > budget) }
 #else
      atomic { lock(); spent++; over = (spent > budget); unlock() }
 #endif
@@ -70,14 +71,14 @@ stopped:
 proctype Holder() {
   if
   :: atomic { hold_spent < hold_budget -> goto ran }  /* the look: a raise came first */
-  :: atomic { else -> skip }                          /* the look: spent */
+  :: atomic { else -> seen = hold_budget }            /* the look: spent */
   fi;
   held = 1;                                           /* the hold's `release` commits */
 #ifndef NO_RECHECK
   atomic {                             /* release_if_raised: the chain locked, read again */
     lock();
     if
-    :: hold_spent < hold_budget -> held = 0
+    :: hold_budget != seen && hold_spent < hold_budget -> held = 0
     :: else -> skip
     fi;
     unlock()

@@ -366,7 +366,8 @@ class App:
         that long and the job comes back then without spending an attempt.
         `on_budget`: when its run's budget (`submit(budget=)`) is spent, "fail" ends the job
         `failed` (`budget_exhausted`); "hold" gives it back without spending an attempt, held
-        until `ledger.operations.raise_budget(job_id, usd=...)` raises the budget.
+        until `ledger.operations.raise_budget(job_id, usd=...)` raises the budget (a job
+        whose run has no budget to raise fails all the same).
         `labels` break its metrics and spans down (`{"tool": "browser", "model": None}`): a
         value is fixed for the class, None leaves the key to each submit (`submit(labels=)`).
         """

@@ -286,6 +286,26 @@ def test_raising_a_run_without_a_budget_is_refused(db_url: str) -> None:
         assert left is not None and dict(left.remaining) == {"usd": 3.0}
         with pytest.raises(tenure.InvalidArgument, match="lowercase name"):
             ledger.operations.raise_budget(job_id, USD=1)
+        with pytest.raises(tenure.InvalidArgument, match="more than 0"):
+            ledger.operations.raise_budget(budgeted, usd=0)
+        assert [e.type for e in ledger.events(budgeted)].count(tenure.EventType.BUDGET_RAISED) == 1
+
+
+def test_a_job_without_a_budget_is_not_held_for_one(make_app: Callable[[], tenure.App]) -> None:
+    """A handler of an on_budget="hold" class may raise BudgetExhausted itself; in a run with
+    no budget there is nothing to raise, so the job fails (`budget_exhausted`) instead of
+    waiting for ever."""
+    app = make_app()
+
+    @app.job("stopper", on_budget="hold")
+    def stopper(ctx: tenure.JobContext, payload: Any) -> Any:
+        raise tenure.BudgetExhausted("too little left for the next call")
+
+    job_id = app.ledger.submit("stopper", {})
+    with tenure.Worker(app, poll_interval=0.05):
+        done = poll(ended(app.ledger, job_id), 20, "the job to end")
+    assert done.state is tenure.JobState.FAILED and done.attempt == 1
+    assert done.error is not None and done.error["code"] == "budget_exhausted"
 
 
 def test_on_budget_is_fail_or_hold() -> None:

@@ -233,7 +233,10 @@ class Rollouts(Part[RolloutStore]):
     def raise_budget(self, job_id: str, units: Mapping[str, float]) -> list[str]:
         """Give the job's run more to spend and release what was held for it."""
         job_id = check_job_id(job_id)
-        released = self.store.raise_budget(job_id, check_units(units, "raise"))
+        checked = check_units(units, "raise")
+        if not all(checked.values()):
+            raise InvalidArgument("a raise adds more than 0 to each unit it names")
+        released = self.store.raise_budget(job_id, checked)
         if released is None:
             raise InvalidArgument(
                 f"job {job_id}'s run has no budget of {', '.join(sorted(units))} to raise"

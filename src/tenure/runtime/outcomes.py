@@ -135,7 +135,13 @@ class Outcomes:
                 run.log(logging.WARNING, "job_stopped", reason=exc.reason)
             if run.outcome is RunEnd.UNFINISHED:
                 run.outcome = RunEnd.SUSPENDED if isinstance(exc, Suspended) else RunEnd.STOPPED
-        elif isinstance(exc, BudgetExhausted) and run.job_class.on_budget == "hold":
+        elif (
+            isinstance(exc, BudgetExhausted)
+            and run.job_class.on_budget == "hold"
+            and (
+                run.lease.budgeted  # no budget to raise: held, it would wait for ever
+            )
+        ):
             run.log(logging.INFO, "budget_hold")
             self.finish(
                 run, Write.RELEASE, lambda r: self._port.hold_for_budget(r.lease, r.budget_seen)

@@ -33,9 +33,15 @@ UPDATE tenure_budgets b SET spent = %(spent)s::jsonb -> b.job_id::text
 WHERE b.job_id = ANY (%(job_ids)s::uuid[]);
 
 -- name: raise_budget__root
--- The run's root: the job's highest ancestor.
-WITH RECURSIVE up AS (
-    SELECT id, parent_id, 0 AS depth FROM tenure_jobs WHERE id = %(job_id)s::uuid
+-- The run's root: the job's highest ancestor. The job's row is locked (KEY SHARE, for the
+-- raise's event) before any budget row: a purge that locked it first (FOR UPDATE, then its
+-- budget rows by the cascade) is waited for, and one that comes after skips it; taken after
+-- the budget rows, the two could deadlock.
+WITH RECURSIVE named AS MATERIALIZED (
+    SELECT id, parent_id FROM tenure_jobs WHERE id = %(job_id)s::uuid FOR KEY SHARE
+),
+up AS (
+    SELECT id, parent_id, 0 AS depth FROM named
     UNION ALL
     SELECT j.id, j.parent_id, up.depth + 1 FROM tenure_jobs j
     JOIN up ON j.id = up.parent_id WHERE up.depth < 1000

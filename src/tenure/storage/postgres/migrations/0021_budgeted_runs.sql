@@ -10,8 +10,9 @@ ALTER TABLE tenure_jobs ADD COLUMN budgeted boolean;
 -- This version's statements write the flag, true or false. A row an older version writes
 -- during a rolling upgrade names no flag (NULL): the trigger sets it from the parent's, and a
 -- budget an older version submits marks its job, so that no job of a budgeted run goes
--- unchecked or uncharged. Neither fires for a row this version writes. The functions keep
--- the search_path of this migration: they read this schema's tables from any session.
+-- unchecked or uncharged. For a row this version writes the first does not fire and the
+-- second changes nothing. The functions keep the search_path of this migration: they read
+-- this schema's tables from any session.
 CREATE OR REPLACE FUNCTION tenure_child_budgeted() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN

@@ -10,7 +10,8 @@ ALTER TABLE tenure_jobs ADD COLUMN budgeted INTEGER;
 -- This version's statements write the flag, 1 or 0. A row an older version writes during a
 -- rolling upgrade names no flag (NULL): the trigger sets it from the parent's, and a budget
 -- an older version submits marks its job, so that no job of a budgeted run goes unchecked or
--- uncharged. Neither fires for a row this version writes.
+-- uncharged. For a row this version writes the first does not fire and the second changes
+-- nothing.
 CREATE TRIGGER tenure_jobs_child_budgeted AFTER INSERT ON tenure_jobs
 FOR EACH ROW WHEN NEW.budgeted IS NULL
 BEGIN
