@@ -47,6 +47,7 @@ SYSTEMS = [
     System("tenure (SQLite)", "tenure", "sqlite"),
     System("Procrastinate", "procrastinate", "postgres"),
     System("PgQueuer", "pgqueuer", "postgres"),
+    System("awa", "awa", "postgres"),
 ]
 # Ceilings without a job system, for the targets stated against them (systems/raw_system.py).
 RAW = [
@@ -179,7 +180,7 @@ def describe(server: str) -> dict[str, Any]:
             if line.startswith("MemTotal:"):
                 memory_kb = int(line.split()[1])
     versions = {}
-    for package in ("tenure", "procrastinate", "pgqueuer", "psycopg"):
+    for package in ("tenure", "procrastinate", "pgqueuer", "awa-pg", "psycopg"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

@@ -10,6 +10,7 @@ MODULES = {
     "tenure": "bench.systems.tenure_system",
     "procrastinate": "bench.systems.procrastinate_system",
     "pgqueuer": "bench.systems.pgqueuer_system",
+    "awa": "bench.systems.awa_system",
     "raw": "bench.systems.raw_system",
 }
 

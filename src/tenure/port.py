@@ -85,8 +85,10 @@ class LeasePort(Protocol):
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
         rates: RateClaim | None = None,
+        rescue_shared: bool = False,
     ) -> list[Lease]:
-        """Up to `limit` claims in one statement; with `rescue`, expired leases too; with
+        """Up to `limit` claims in one statement; with `rescue`, expired leases too (with
+        `rescue_shared`, in turns with the other claimers of these kinds: `ClaimRequest`); with
         `rates`, each rate key within its rate (`rates.next_in`: when a held key has room)."""
         ...
 
@@ -100,6 +102,7 @@ class LeasePort(Protocol):
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rescue_shared: bool = False,
     ) -> tuple[dict[str, TenureError | None], list[Lease]]:
         """Publish results and take the next jobs in one round trip."""
         ...

@@ -47,7 +47,27 @@ def test_a_fence_guard_creates_only_the_fence_tables(db_url: str) -> None:
         "tenure_fence_results",
     }
     with tenure.connect(db_url, migrate=False) as ledger:
-        assert ledger.migrate() == [1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 15, 16, 17, 18, 19, 20, 21]
+        assert ledger.migrate() == [
+            1,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            12,
+            13,
+            15,
+            16,
+            17,
+            18,
+            19,
+            20,
+            21,
+            22,
+        ]
         ledger.submit("k", {})
     assert "tenure_jobs" in table_names(db_url)
     with FenceGuard(db_url) as guard:
@@ -57,7 +77,7 @@ def test_a_fence_guard_creates_only_the_fence_tables(db_url: str) -> None:
 def test_migrate_is_idempotent(db_url: str) -> None:
     """migrate() applies every version once; later connects and migrate() apply nothing."""
     with tenure.connect(db_url, migrate=False) as ledger:
-        assert ledger.migrate() == list(range(1, 22))
+        assert ledger.migrate() == list(range(1, 23))
         assert ledger.migrate() == []
     with tenure.connect(db_url) as ledger:
         assert ledger.migrate() == []
@@ -69,7 +89,7 @@ def test_ten_workers_starting_at_once_migrate_once(db_url: str) -> None:
     """Ten processes released together: exactly one applies the migration, none fails."""
     procs = [worker("migrate", db_url) for _ in range(10)]
     applied = [report["applied"] for report in release_together(procs)]
-    assert sorted(applied, key=len) == [[]] * 9 + [list(range(1, 22))]
+    assert sorted(applied, key=len) == [[]] * 9 + [list(range(1, 23))]
     with tenure.connect(db_url) as ledger:
         ledger.submit("k", {})
         assert len(ledger.list()) == 1

@@ -293,3 +293,24 @@ def test_a_claim_refuses_a_rescue_that_is_not_a_bool(ledger: tenure.Ledger) -> N
         with pytest.raises(tenure.InvalidArgument, match="rescue must be True or False"):
             port.claim_many("w", kinds=["task"], limit=1, rescue=wrong)  # type: ignore[arg-type]
     assert [job.attempt for job in ledger.list(state="queued")] == [0]
+
+
+def test_new_jobs_land_at_the_right_edge_of_the_primary_key(
+    db_url: str, ledger: tenure.Ledger
+) -> None:
+    """Job ids start with the time (UUID version 7): as PostgreSQL orders them, every job of a
+    later submit sorts after every earlier one, so its index entries go to the last page of
+    the primary key and of the events' job index instead of a random page each (which, after
+    a checkpoint, writes that whole page to the WAL: bench/write_bytes.py)."""
+    batches = []
+    for round_ in range(3):
+        batches.append(ledger.submit_many("edge", [{"round": round_, "n": n} for n in range(50)]))
+        stamp = time.monotonic_ns()
+        while time.monotonic_ns() - stamp < 2_000_000:  # the next submit is a later millisecond
+            pass
+    batches.append([ledger.submit("edge", {"one": n}) for n in range(20)])
+    with psycopg.connect(direct(db_url), autocommit=True) as conn:
+        ordered = [str(row[0]) for row in conn.execute("SELECT id FROM tenure_jobs ORDER BY id")]
+    where = {job_id: number for number, batch in enumerate(batches) for job_id in batch}
+    assert set(ordered) == set(where)
+    assert [where[job_id] for job_id in ordered] == sorted(where[job_id] for job_id in ordered)

@@ -30,6 +30,7 @@ GROUND = {
     "options",
 }
 DOMAIN = {
+    "ids",
     "validation",
     "schedules",
     "rates",
@@ -51,6 +52,7 @@ DOMAIN = {
 ALLOWED: dict[str, set[str]] = {
     **{part: set() for part in GROUND},
     "validation": {"errors"},
+    "ids": {"clock"},
     "labels": {"errors"},
     "evidence": {"errors"},
     "principals": {"errors", "evidence"},
@@ -70,7 +72,7 @@ ALLOWED: dict[str, set[str]] = {
     "tracing": {"_version", "errors", "types"},
     "storage": {"budgets", "clock", "errors", "evidence", "logs", "rates", "types", "validation",
                 "wait_state", "waits"},
-    "testing": {"app", "backoff", "budgets", "clock", "errors", "evidence", "fence", "rates",
+    "testing": {"app", "backoff", "budgets", "clock", "errors", "evidence", "fence", "ids", "rates",
                 "runtime",
                 "storage",
                 "types", "validation", "wait_state", "waits"},

@@ -316,7 +316,7 @@ def cmd_eval(ledger: Ledger, args: argparse.Namespace) -> int:
     for job in report.jobs:
         replayed = "not replayed" if job.recorded_state == "cancelled" else "replayed"
         print(
-            f"  {job.job_id[:8]} {job.kind} {job.recorded_state:9} assertions "
+            f"  {job.job_id[-8:]} {job.kind} {job.recorded_state:9} assertions "
             f"{job.recorded_passed}/{job.assertions} recorded, {job.replayed_passed}/"
             f"{job.assertions} {replayed}; stages differ {job.stages_differ}; effects "
             f"+{job.effects_added} -{job.effects_dropped}"

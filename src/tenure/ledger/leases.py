@@ -111,6 +111,7 @@ class Leases(Part[LeaseWrites]):
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
         rates: RateClaim | None = None,
+        rescue_shared: bool = False,
     ) -> list[Lease]:
         """Like `claim`, for up to `limit` jobs in one statement (one transaction on SQLite).
 
@@ -119,10 +120,14 @@ class Leases(Part[LeaseWrites]):
         transaction of a few statements instead of one. `variants` ({kind: [variant, ...]},
         "stable" for jobs without one): of those kinds, claim only those variants.
         `rescue=False` leaves expired leases to a later claim (a worker rescues once a
-        second; see `ClaimRequest`). `rates` (the kinds' `tenure.Rate`s and keys) keeps each
+        second; see `ClaimRequest`); `rescue_shared=True` searches for them in turns with the
+        other claimers of these kinds (a worker's claims: one search a second for a fleet).
+        `rates` (the kinds' `tenure.Rate`s and keys) keeps each
         rate key within its rate across workers, and tells when a held key has room again.
         """
-        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants, rescue)
+        request = _claim_request(
+            owner_id, kinds, lease_seconds, limit, variants, rescue, rescue_shared
+        )
         limits = {
             check_name(kind, "kind"): check_int(n, f"concurrency limit of {kind!r}", 1)
             for kind, n in (kind_limits or {}).items()
@@ -154,11 +159,14 @@ class Leases(Part[LeaseWrites]):
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rescue_shared: bool = False,
     ) -> tuple[dict[str, TenureError | None], builtins.list[Lease]]:
         """`complete_many` and `claim_many` in one statement: a busy worker publishes what it
         finished and takes its next jobs in one round trip. Returns the answers per job (as
         `complete_many`) and the new leases."""
-        request = _claim_request(owner_id, kinds, lease_seconds, limit, variants, rescue)
+        request = _claim_request(
+            owner_id, kinds, lease_seconds, limit, variants, rescue, rescue_shared
+        )
         answers, leases = self._publish(outcomes, request)
         self._log_claims(leases, request.owner_id)
         return answers, leases
@@ -548,10 +556,12 @@ def _claim_request(
     limit: int,
     variants: Mapping[str, Sequence[str]] | None = None,
     rescue: bool = True,
+    rescue_shared: bool = False,
 ) -> ClaimRequest:
     """A validated claim: bad input raises `InvalidArgument` before anything is sent."""
-    if not isinstance(rescue, bool):
-        raise InvalidArgument(f"rescue must be True or False, not {type(rescue).__name__}")
+    for name, flag in (("rescue", rescue), ("rescue_shared", rescue_shared)):
+        if not isinstance(flag, bool):
+            raise InvalidArgument(f"{name} must be True or False, not {type(flag).__name__}")
     return ClaimRequest(
         owner_id=check_name(owner_id, "owner id"),
         kinds=_kinds(kinds),
@@ -559,6 +569,7 @@ def _claim_request(
         limit=check_int(limit, "limit", 1),
         pinned=pinned_variants(variants),
         rescue=rescue,
+        rescue_shared=rescue_shared,
     )
 
 

@@ -15,6 +15,7 @@ from tenure import tracing
 from tenure.budgets import check_units
 from tenure.errors import IdempotencyConflict, InvalidArgument
 from tenure.evidence import check_principal
+from tenure.ids import new_job_id
 from tenure.ledger.core import LedgerCore, Part, event_detail
 from tenure.ledger.declarations import Declarations
 from tenure.ledger.rollouts import Rollouts
@@ -165,7 +166,7 @@ class Submission(Part[JobStore]):
     ) -> tuple[NewJob, EncodedJson]:
         """A new job row (and its encoded payload) with its `job_submitted` detail."""
         encoded = encode_json(payload, "payload", self.core.max_payload_bytes)
-        job_id = str(uuid.uuid4())
+        job_id = new_job_id(self.core.clock)
         if parent_id is not None and idempotency_key is not None:
             job_id = child_id(placement.tenant, idempotency_key)
         variant, held = self.rollouts.variant_for(placement.kind, placement.tenant, job_id)

@@ -214,6 +214,7 @@ class Committer:
                     lease_seconds=spec.lease_seconds,
                     variants=spec.variants,
                     rescue=spec.rescue,
+                    rescue_shared=True,
                 )
         except OwnershipUnknown as exc:
             for item in batch:

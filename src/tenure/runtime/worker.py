@@ -61,7 +61,9 @@ _FIRST_IDLE_WAIT = 0.02
 _GATHER_WAIT = 0.005
 # A claim looks for expired leases at most this often (ClaimRequest.rescue): the search reads
 # every running row of the worker's kinds, which a claim of queued jobs need not pay for. A
-# lease that expires is taken over within this long after it ends, by any worker.
+# lease that expires is taken over within this long after it ends, by any worker. The workers
+# of a fleet take turns (ClaimRequest.rescue_shared): on PostgreSQL, claimers of the same kinds
+# search once a second between them, not once a second each.
 RESCUE_INTERVAL = 1.0
 
 
@@ -504,6 +506,7 @@ class Worker:
                     variants=self.variants,
                     rescue=rescue,
                     rates=rates,
+                    rescue_shared=True,
                 )
                 self.claim_latency.observe(self.clock.monotonic() - sent_at)
                 if rates is not None and rates.next_in is not None:

@@ -76,7 +76,10 @@ class ClaimRequest:
     it once a second (`tenure.runtime.worker.RESCUE_INTERVAL`), not with every claim: on
     PostgreSQL the search reads every running row of the kinds, and while the MVCC horizon
     is held, every dead version of one too. SQLite always looks (its index on lease ends
-    has no dead versions to step over)."""
+    has no dead versions to step over). `rescue_shared`: the search takes turns among the
+    claimers of the same kinds and variants, a fleet's workers: on PostgreSQL a rescue claim
+    searches only when no other one did within the last second (the database's clock), and
+    a search that took over an expired lease gives its turn back at once."""
 
     owner_id: str
     kinds: Sequence[str] | None
@@ -85,6 +88,7 @@ class ClaimRequest:
     only_ids: Sequence[str] | None = None
     pinned: Sequence[str] = ()
     rescue: bool = True
+    rescue_shared: bool = False
 
     @property
     def pinned_kinds(self) -> list[str]:

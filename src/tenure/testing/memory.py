@@ -17,10 +17,9 @@ Time is the injected `clock` (default: a `tenure.testing.clock.FakeClock`, which
 until moved): "the database's clock" is its `wall()`, so a lease, a timer or a backoff ends
 when the test moves the clock, never by itself.
 
-Not modelled: database outages (`OwnershipUnknown`), tenant and rollout machinery (limits,
-variants, held jobs, label declarations), rate limits and budgets, retention, other processes,
-the ledger's watch of ended jobs, and `overdue_stages` (a stage timeout is the worker's).
-"""
+Not modelled: database outages, tenant and rollout machinery (limits, variants, held jobs,
+labels), rate limits and budgets, retention, other processes, the watch of ended jobs, and
+`overdue_stages` (a stage timeout is the worker's)."""
 
 from __future__ import annotations
 
@@ -243,10 +242,10 @@ class MemoryPort(JobTables):
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
         rates: RateClaim | None = None,
+        rescue_shared: bool = False,
     ) -> list[Lease]:
-        # Memory has no dead versions: every claim looks for expired leases. It runs one
-        # process's handlers: rate limits, a fleet's concern, are not kept here.
-        del rescue, rates
+        # No dead versions: every claim looks for expired leases; no fleet: no rate limits.
+        del rescue, rates, rescue_shared
         with self._tx() as later:
             return self._claim(later, owner_id, limit, kinds, lease_seconds, kind_limits, variants)
 
@@ -260,8 +259,9 @@ class MemoryPort(JobTables):
         lease_seconds: float = 90.0,
         variants: Mapping[str, Sequence[str]] | None = None,
         rescue: bool = True,
+        rescue_shared: bool = False,
     ) -> tuple[dict[str, TenureError | None], list[Lease]]:
-        del rescue
+        del rescue, rescue_shared
         with self._tx() as later:
             answers = self._complete(later, outcomes)
             claimed = self._claim(later, owner_id, limit, kinds, lease_seconds, None, variants)

@@ -21,6 +21,7 @@ from tenure.budgets import Budget
 from tenure.clock import Clock
 from tenure.errors import IdempotencyConflict, JobNotFound, LeaseLost, TenureError
 from tenure.evidence import DocumentRef, Evidence
+from tenure.ids import new_job_id
 from tenure.types import JSON, Effect, Event, EventType, Job, JobState, Lease, Stage
 from tenure.validation import check_name, encode_json
 from tenure.wait_state import WaitFor, WaitState
@@ -229,7 +230,7 @@ class JobTables:
             if (existing.kind, existing.payload_sha256) != (kind, digest):
                 raise IdempotencyConflict(f"the idempotency key {key!r} belongs to another job")
             return existing.id, False
-        job_id = str(uuid.uuid4())
+        job_id = new_job_id(self.clock)
         if parent_id is not None and key is not None:
             job_id = str(uuid.uuid5(_CHILD_IDS, f"{tenant}\x00{key}"))
         now = self.now()

@@ -819,7 +819,7 @@
     }
     html("span", { "class": "state state-" + node.state }, row, node.state);
     const href = linkFor(node.id);
-    const name = node.kind + " " + String(node.id).slice(0, 8);
+    const name = node.kind + " " + String(node.id).slice(-8);
     if (href) html("a", { href: href, "class": "rt-link", title: node.id }, row, name);
     else html("span", { "class": "rt-name", title: node.id }, row, name);
     const facts = ["attempt " + node.attempt + "/" + node.max_attempts, "token " + node.token];

@@ -13,16 +13,23 @@ is taken by the worker's rescue claim, which starts at the head, once a second.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, LiteralString
 
 from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, Publish
 from tenure.storage.queries import load_queries
+from tenure.storage.rows import Row
+from tenure.storage.seam import Params
 
 # A process has a few claimers (one per worker and lease group); forget them all past this.
 _MOST_CLAIMERS = 1024
+# How long a shared search for expired leases holds its claimers' turn: shorter than the second
+# between a worker's rescue claims (tenure.runtime.worker.RESCUE_INTERVAL), so that a worker
+# alone, or a fleet whose rescues fall in step, finds its turn due each time it asks.
+RESCUE_TURN_SECONDS = 0.8
 
 _Claimer = tuple[str, tuple[str, ...] | None, tuple[str, ...]]
 
@@ -61,6 +68,36 @@ class ClaimFloors:
             self._floors[key] = max(self._floors.get(key, 0), max(queued_seqs) + 1)
 
 
+class RescueTurns:
+    """The turns of a store's shared rescues (tenure_rescue_turns, schema version 22): the turn
+    a claim takes, its row written (autocommit, `write`) before the first claim that takes
+    it. A claim whose turn has no row searches whenever it is asked to (the statement checks),
+    so a row lost to a restore costs turns, not rescues."""
+
+    def __init__(self, write: Callable[[str, Params], Sequence[Row]]) -> None:
+        self._write = write
+        self._opened: set[str] = set()
+        self._lock = threading.Lock()
+
+    def turn_of(self, request: ClaimRequest) -> str | None:
+        """The turn a shared rescue takes: a digest of its kinds and variants (None: the claim
+        does not search, or searches whenever asked)."""
+        if not (request.rescue and request.rescue_shared):
+            return None
+        kinds = None if request.kinds is None else sorted(request.kinds)
+        named = json.dumps([kinds, sorted(request.pinned)], separators=(",", ":"))
+        turn = hashlib.sha256(named.encode()).hexdigest()[:32]
+        with self._lock:
+            if turn in self._opened:
+                return turn
+        self._write("exchange__rescue_turn", {"claimer": turn})
+        with self._lock:
+            if len(self._opened) >= _MOST_CLAIMERS:
+                self._opened.clear()
+            self._opened.add(turn)
+        return turn
+
+
 def _claimer(request: ClaimRequest) -> _Claimer:
     kinds = None if request.kinds is None else tuple(sorted(request.kinds))
     return (request.owner_id, kinds, tuple(request.pinned))
@@ -86,8 +123,11 @@ def claim_statement(floor: int) -> str:
     return "exchange" if floor else "exchange_from_head"
 
 
-def exchange_params(publish: Publish, request: ClaimRequest, seq_from: int) -> dict[str, Any]:
-    """The claim statement's parameters: results to publish, the claim, where it starts."""
+def exchange_params(
+    publish: Publish, request: ClaimRequest, seq_from: int, rescue_turn: str | None = None
+) -> dict[str, Any]:
+    """The claim statement's parameters: results to publish, the claim, where it starts, and
+    the turn its search for expired leases takes (None: it searches if it rescues)."""
     return {
         "seq_from": seq_from,
         "job_ids": [lease.job_id for lease in publish.leases],
@@ -100,6 +140,8 @@ def exchange_params(publish: Publish, request: ClaimRequest, seq_from: int) -> d
         "pinned": list(request.pinned),
         "pinned_kinds": request.pinned_kinds,
         "rescue": request.rescue,
+        "rescue_turn": rescue_turn,
+        "rescue_every": RESCUE_TURN_SECONDS,
     }
 
 

@@ -29,11 +29,32 @@ done_logged AS (
 ),
 -- Expired leases are looked for only in a rescue claim (ClaimRequest.rescue): the search reads
 -- every running row of the kinds (no index has lease ends: a renewal is a HOT update, schema
--- version 16), and while the MVCC horizon is held, every dead version of one too. A false
--- parameter is a one-time filter: the scan is not run at all.
+-- version 16), and while the MVCC horizon is held, every dead version of one too. A fleet's
+-- workers take turns (rescue_shared, schema version 22): a rescue with a turn searches only
+-- if it takes its claimers' row, due and not locked by another claim, or if that row is
+-- missing. `searching` false is a one-time filter: the scans are not run at all.
+rescue_turn AS MATERIALIZED (
+    SELECT t.claimer FROM tenure_rescue_turns t
+    -- A claim with no room (a limited claim whose kinds are full) could take nothing: it
+    -- leaves the turn to one that can.
+    WHERE %(rescue)s AND %(limit)s > 0 AND t.claimer = %(rescue_turn)s::text
+      -- A turn set further ahead than a turn lasts came from a clock ahead of this one (a
+      -- failover to a server whose clock is behind): it is due now, not when that clock says.
+      AND (t.due_at <= (SELECT now FROM clock)
+           OR t.due_at > (SELECT now FROM clock) + make_interval(secs => 2 * %(rescue_every)s))
+    FOR UPDATE OF t SKIP LOCKED
+),
+searching AS MATERIALIZED (
+    SELECT %(rescue)s AND (
+        %(rescue_turn)s::text IS NULL
+        OR EXISTS (SELECT 1 FROM rescue_turn)
+        OR NOT EXISTS (SELECT 1 FROM tenure_rescue_turns t WHERE t.claimer = %(rescue_turn)s::text)
+    ) AS yes
+),
 exhausted AS (
     SELECT j.id, j.lease_until AS was_lease_until FROM tenure_jobs j, clock
-    WHERE %(rescue)s AND j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+    WHERE (SELECT yes FROM searching) AND j.state = 'running'
+      AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt >= j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
     FOR UPDATE OF j SKIP LOCKED
@@ -74,7 +95,8 @@ expired_candidate AS (
     SELECT j.id, j.state AS was_state, j.owner_id AS was_owner, j.fencing_token AS was_token,
            j.lease_until AS was_lease_until, j.heartbeat_at AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
-    WHERE %(rescue)s AND j.state = 'running' AND j.lease_until <= (SELECT now FROM clock)
+    WHERE (SELECT yes FROM searching) AND j.state = 'running'
+      AND j.lease_until <= (SELECT now FROM clock)
       AND j.attempt < j.max_attempts
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
       AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
@@ -143,6 +165,18 @@ claimed AS (
               candidate.was_owner, candidate.was_token, candidate.was_lease_until,
               candidate.was_heartbeat
 ),
+-- The turn taken: the next one a turn later, or at once if this search found an expired lease,
+-- taken over, failed, or left for lack of room (there may be more: every worker's next rescue
+-- searches until none is left).
+rescue_next AS (
+    UPDATE tenure_rescue_turns t
+    SET due_at = CASE WHEN EXISTS (SELECT 1 FROM expired_candidate)
+                        OR EXISTS (SELECT 1 FROM expired_out)
+                      THEN clock.now
+                      ELSE clock.now + make_interval(secs => %(rescue_every)s) END
+    FROM rescue_turn, clock
+    WHERE t.claimer = rescue_turn.claimer
+),
 logged AS (
     INSERT INTO tenure_events (job_id, type, at, token, owner_id, detail)
     SELECT job_id, type, at, token, owner_id, detail FROM (
@@ -184,6 +218,12 @@ SELECT 'completed', id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NU
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM done
 ORDER BY outcome, priority DESC, seq;
+
+-- name: exchange__rescue_turn
+-- The row of a set of claimers' turn, written once before its first shared rescue (schema
+-- version 22); due at once.
+INSERT INTO tenure_rescue_turns (claimer, due_at) VALUES (%(claimer)s, clock_timestamp())
+ON CONFLICT (claimer) DO NOTHING;
 
 -- name: extend_many
 -- guard: lease (model: extend)

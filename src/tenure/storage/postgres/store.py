@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -21,6 +21,7 @@ import psycopg_pool
 from psycopg.rows import DictRow, dict_row
 
 from tenure.errors import StoreUnavailable
+from tenure.rates import RateClaim
 from tenure.storage.base import (
     NOTHING_TO_PUBLISH,
     AttemptFailure,
@@ -34,6 +35,7 @@ from tenure.storage.base import (
 from tenure.storage.migrate import Track, load_migrations
 from tenure.storage.postgres.claims import (
     ClaimFloors,
+    RescueTurns,
     claim_statement,
     exchange_params,
     with_claim_from_head,
@@ -152,6 +154,7 @@ class PostgresStore(SqlStore):
         self._checking = False
         self._checking_lock = threading.Lock()
         self._floors = ClaimFloors()
+        self._rescue_turns = RescueTurns(self._write_rows)
         connection_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
         if not self._plan.prepare:
             connection_options["prepare_threshold"] = None
@@ -415,13 +418,20 @@ class PostgresStore(SqlStore):
         done = {row["id"] for row in rows if row["outcome"] == "completed"}
         return done, self._claimed(rows, request)
 
+    def limited_claim(
+        self, request: ClaimRequest, kind_limits: Mapping[str, int], rates: RateClaim | None = None
+    ) -> list[Lease]:
+        self._rescue_turns.turn_of(request)  # its row written before the transaction opens
+        return super().limited_claim(request, kind_limits, rates)
+
     def _exchange_in(self, tx: Tx, request: ClaimRequest) -> list[Lease]:
         return self._claimed(tx.rows(*self._claim_call(NOTHING_TO_PUBLISH, request)), request)
 
     def _claim_call(self, publish: Publish, request: ClaimRequest) -> tuple[str, Params]:
         """The claim statement (from the claimer's floor or from the head) and its parameters."""
         floor = self._floors.floor(request)
-        return claim_statement(floor), exchange_params(publish, request, floor)
+        turn = self._rescue_turns.turn_of(request)
+        return claim_statement(floor), exchange_params(publish, request, floor, turn)
 
     def _claimed(self, rows: Sequence[Row], request: ClaimRequest) -> list[Lease]:
         leases = [
