@@ -54,18 +54,28 @@ def shared_rescue(ledger: tenure.Ledger, owner: str) -> list[tenure.Lease]:
     )
 
 
+def held_past_its_turn(ledger: tenure.Ledger, url: str, due: str) -> tuple[str, tenure.Lease]:
+    """A job held by "a", a shared rescue that found nothing (the turn's row written and
+    taken), the turn set to `due` (SQL), then the lease ended: (the job's id, its lease)."""
+    job_id = ledger.submit("task", {})
+    (held,) = lease_port(ledger).claim_many(
+        "a", kinds=["task"], limit=1, lease_seconds=30, rescue=False
+    )
+    assert shared_rescue(ledger, "b") == []
+    execute_sql(url, f"UPDATE tenure_rescue_turns SET due_at = {due}")
+    end_lease(url, job_id)
+    return job_id, held
+
+
 def test_a_shared_rescue_waits_for_its_turn_and_a_hand_claim_does_not(
     db_url: str, ledger: tenure.Ledger
 ) -> None:
-    port = lease_port(ledger)
-    job_id = ledger.submit("task", {})
-    (first,) = port.claim_many("a", kinds=["task"], limit=1, lease_seconds=30, rescue=False)
-    assert shared_rescue(ledger, "b") == []  # nothing expired yet; the turn is taken
-    # The turn a little less than two turns ahead (the most a turn is kept), the lease ended.
-    execute_sql(db_url, "UPDATE tenure_rescue_turns SET due_at = now() + interval '1.5 s'")
-    end_lease(db_url, job_id)
+    # The turn a little less than two turns ahead (the most a turn is kept).
+    job_id, first = held_past_its_turn(ledger, db_url, "now() + interval '1.5 s'")
     assert shared_rescue(ledger, "c") == []  # not its turn: no search
-    (taken,) = port.claim_many("d", kinds=["task"], limit=1, lease_seconds=30, rescue=True)
+    (taken,) = lease_port(ledger).claim_many(
+        "d", kinds=["task"], limit=1, lease_seconds=30, rescue=True
+    )
     assert (taken.job_id, taken.token > first.token) == (job_id, True)
 
 
@@ -98,12 +108,7 @@ def test_a_turn_held_by_another_claim_is_skipped_without_waiting(
     """A claim never waits for another's search: the turn's row locked elsewhere (a search in
     progress), a shared rescue goes on without searching; the row free again, the next one
     searches."""
-    port = lease_port(ledger)
-    job_id = ledger.submit("task", {})
-    port.claim_many("a", kinds=["task"], limit=1, lease_seconds=30, rescue=False)
-    assert shared_rescue(ledger, "b") == []
-    execute_sql(db_url, "UPDATE tenure_rescue_turns SET due_at = now()")
-    end_lease(db_url, job_id)
+    job_id, _ = held_past_its_turn(ledger, db_url, "now()")
     with psycopg.connect(direct(db_url)) as searching:
         searching.execute("SELECT 1 FROM tenure_rescue_turns FOR UPDATE")
         assert shared_rescue(ledger, "c") == []
@@ -165,12 +170,7 @@ def test_a_missing_turn_row_means_searching(db_url: str, ledger: tenure.Ledger) 
 def test_a_turn_from_a_clock_far_ahead_is_due(db_url: str, ledger: tenure.Ledger) -> None:
     """A turn set an hour ahead came from another server's clock (a failover to one whose
     clock is behind): it does not hold the fleet's rescues back for that hour."""
-    port = lease_port(ledger)
-    job_id = ledger.submit("task", {})
-    port.claim_many("a", kinds=["task"], limit=1, lease_seconds=30, rescue=False)
-    assert shared_rescue(ledger, "b") == []
-    execute_sql(db_url, "UPDATE tenure_rescue_turns SET due_at = now() + interval '1 hour'")
-    end_lease(db_url, job_id)
+    job_id, _ = held_past_its_turn(ledger, db_url, "now() + interval '1 hour'")
     (taken,) = shared_rescue(ledger, "c")
     assert taken.job_id == job_id
 
