@@ -121,7 +121,7 @@ class Leases(Part[LeaseWrites]):
         "stable" for jobs without one): of those kinds, claim only those variants.
         `rescue=False` leaves expired leases to a later claim (a worker rescues once a
         second; see `ClaimRequest`); `rescue_shared=True` searches for them in turns with the
-        other claimers of these kinds (a worker's claims: one search a second for a fleet).
+        other claimers of these kinds (a worker's claims: about one search a second for a fleet).
         `rates` (the kinds' `tenure.Rate`s and keys) keeps each
         rate key within its rate across workers, and tells when a held key has room again.
         """

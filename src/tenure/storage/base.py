@@ -78,8 +78,8 @@ class ClaimRequest:
     is held, every dead version of one too. SQLite always looks (its index on lease ends
     has no dead versions to step over). `rescue_shared`: the search takes turns among the
     claimers of the same kinds and variants, a fleet's workers: on PostgreSQL a rescue claim
-    searches only when no other one did within the last second (the database's clock), and
-    a search that took over an expired lease gives its turn back at once."""
+    searches only when no other one did within a turn (0.8 s, by the database's clock), and
+    a search that found an expired lease gives its turn back at once."""
 
     owner_id: str
     kinds: Sequence[str] | None
