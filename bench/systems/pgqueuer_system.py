@@ -19,6 +19,7 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, Queries, QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
+from bench.systems import deep
 from bench.systems.common import (
     ProcessDrain,
     analyze,
@@ -357,3 +358,54 @@ def _drain_window(url: str) -> float:
         ).fetchone()
     assert row is not None
     return float((row[1] - row[0]).total_seconds())
+
+
+def _produce(url: str, shared: deep.Shared, depth: int) -> None:
+    async def go() -> None:
+        conn, queries = await _connect(url)
+        for size in deep.batches(shared, depth):
+            await queries.enqueue(["noop"] * size, [b""] * size, [0] * size)
+            with shared.submitted.get_lock():
+                shared.submitted.value += size
+        await conn.close()
+
+    asyncio.run(go())
+
+
+def deep_queue(url: str, concurrency: int, depth: int, phase: float, **_: Any) -> dict[str, Any]:
+    """`depth` no-op jobs kept queued while one QueueManager runs them (systems/deep.py)."""
+
+    async def install() -> None:
+        conn, _ = await _installed(url)
+        await conn.close()
+
+    asyncio.run(install())
+    shared = deep.Shared()
+    producer = deep.start_producer(_produce, url, shared, depth)
+    deep.wait_filled(shared, depth)
+
+    async def go() -> dict[str, Any]:
+        completions = deep.Completions(shared)
+        conn, queries = await _connect(url)
+        qm = QueueManager(queries)
+
+        @qm.entrypoint("noop")
+        async def noop(job: Any) -> None:
+            completions.done()
+
+        worker = asyncio.create_task(
+            qm.run(batch_size=_batch_size(concurrency), max_concurrent_tasks=concurrency)
+        )
+        try:
+            return await asyncio.to_thread(deep.measure, url, shared, completions, phase, producer)
+        finally:
+            shared.stop.set()
+            qm.shutdown.set()
+            await worker
+            await conn.close()
+
+    try:
+        return asyncio.run(go())
+    finally:
+        shared.stop.set()
+        producer.join(30)

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 import tenure
+from bench.systems import deep
 from bench.systems.common import (
     ProcessDrain,
     analyze,
@@ -377,3 +378,36 @@ def _drain_window(url: str) -> float:
         began = conn.execute(first).fetchone()[0]
         ended = conn.execute(last).fetchone()[0]
     return float(ended - began)
+
+
+def _produce(url: str, shared: deep.Shared, depth: int) -> None:
+    with tenure.connect(url) as ledger:
+        for size in deep.batches(shared, depth):
+            ledger.submit_many("noop", [{} for _ in range(size)])
+            with shared.submitted.get_lock():
+                shared.submitted.value += size
+
+
+def deep_queue(url: str, concurrency: int, depth: int, phase: float, **_: Any) -> dict[str, Any]:
+    """`depth` no-op jobs kept queued while one worker runs them (bench/systems/deep.py)."""
+    shared = deep.Shared()
+    with tenure.connect(url):  # the schema, before the producer and the worker race for it
+        pass
+    producer = deep.start_producer(_produce, url, shared, depth)
+    deep.wait_filled(shared, depth)
+    completions = deep.Completions(shared)
+    app = tenure.App(url)
+
+    @app.job("noop")
+    def noop(ctx: tenure.JobContext, payload: Any) -> None:
+        completions.done()
+
+    worker = tenure.Worker(app, concurrency=concurrency, kinds=["noop"])
+    worker.start()
+    try:
+        return deep.measure(url, shared, completions, phase, producer)
+    finally:
+        shared.stop.set()
+        worker.stop()
+        app.close()
+        producer.join(30)

@@ -28,3 +28,9 @@ def new_job_id(clock: Clock = SYSTEM_CLOCK) -> str:
     rand_b = random & ((1 << 62) - 1)
     value = (millis & ((1 << 48) - 1)) << 80 | _VERSION_7 | rand_a << 64 | _VARIANT_RFC | rand_b
     return str(uuid.UUID(int=value))
+
+
+def new_claim_id() -> str:
+    """A claim's identity (`Lease.claim`, sent to receivers as `X-Execution-Claim`): 128
+    random bits as 32 hex digits, made once per claimed job."""
+    return os.urandom(16).hex()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from tenure.clock import SYSTEM_CLOCK
-from tenure.ids import new_job_id
+from tenure.ids import new_claim_id, new_job_id
 from tenure.testing.clock import FakeClock
 
 
@@ -30,3 +30,10 @@ def test_ids_made_later_sort_later_and_never_repeat() -> None:
     assert ids == sorted(ids)
     same_millisecond = {new_job_id(clock) for _ in range(100_000)}
     assert len(same_millisecond) == 100_000
+
+
+def test_a_claim_id_is_128_random_bits_in_hex() -> None:
+    claims = {new_claim_id() for _ in range(10_000)}
+    assert len(claims) == 10_000
+    assert all(len(claim) == 32 and int(claim, 16) >= 0 for claim in claims)
+    assert all(claim == claim.lower() for claim in claims)

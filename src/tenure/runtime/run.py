@@ -111,7 +111,8 @@ class JobRun:
         # a hold for the budget releases the job if a raise came after it.
         self.budget_seen: Budget | None = None
         self._lock = threading.Lock()
-        self._confirmed = threading.Condition(self._lock)
+        # Made by the first wait for a margin (most runs never wait): see _confirmations().
+        self._confirmed: threading.Condition | None = None
 
     def saw(self, budget: Budget | None) -> Budget | None:
         """Keep a look at the run's budget (None: no budget, nothing kept); return it."""
@@ -201,7 +202,8 @@ class JobRun:
                 self.renewing = False
             self.cancelled.set()
             callbacks, self._callbacks = self._callbacks, []
-            self._confirmed.notify_all()
+            if self._confirmed is not None:
+                self._confirmed.notify_all()
         self.log(logging.WARNING, "job_cancelled_locally", reason=reason)
         self.trace.event(str(reason), self.lease.token)
         for callback in callbacks:
@@ -225,7 +227,8 @@ class JobRun:
             self.confirmed_until = max(self.confirmed_until, sent_at + self.lease.lease_seconds)
             self.lease_until = lease_until
             self.next_renewal = sent_at + self.job_class.heartbeat
-            self._confirmed.notify_all()
+            if self._confirmed is not None:
+                self._confirmed.notify_all()
 
     def margin_left(self) -> float:
         """Seconds of lease this worker can still count on, by its own monotonic clock."""
@@ -239,8 +242,14 @@ class JobRun:
                 remaining = deadline - self.clock.monotonic()
                 if remaining <= 0 or self.cancelled.is_set():
                     return False
-                self._confirmed.wait(remaining)
+                self._confirmations().wait(remaining)
             return True
+
+    def _confirmations(self) -> threading.Condition:
+        """The condition a confirmation notifies (call with the lock held)."""
+        if self._confirmed is None:
+            self._confirmed = threading.Condition(self._lock)
+        return self._confirmed
 
     def start_segment(self, name: str | None, is_effect: bool = False) -> None:
         """A stage (or the handler's own work between stages) starts: its timeout restarts."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from tenure.ids import new_claim_id
 from tenure.storage.base import (
     ApiKeyRecord,
     FenceRecord,
@@ -156,7 +156,7 @@ def lease_from_row(row: Row, owner_id: str, lease_seconds: float, decode: Decode
         traceparent=row["traceparent"],
         principal=row["principal"],
         budgeted=bool(row["budgeted"]),
-        claim=uuid.uuid4().hex,
+        claim=new_claim_id(),
         fresh=row["was_token"] == 0,
     )
 

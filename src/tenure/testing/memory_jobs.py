@@ -21,7 +21,7 @@ from tenure.budgets import Budget
 from tenure.clock import Clock
 from tenure.errors import IdempotencyConflict, JobNotFound, LeaseLost, TenureError
 from tenure.evidence import DocumentRef, Evidence
-from tenure.ids import new_job_id
+from tenure.ids import new_claim_id, new_job_id
 from tenure.types import JSON, Effect, Event, EventType, Job, JobState, Lease, Stage
 from tenure.validation import check_name, encode_json
 from tenure.wait_state import WaitFor, WaitState
@@ -323,7 +323,7 @@ class JobTables:
             attempt=row.attempt, max_attempts=row.max_attempts, lease_seconds=lease_seconds,
             claimed_at=now, lease_until=row.lease_until, payload=copy.deepcopy(row.payload),
             step=row.step, checkpoint=copy.deepcopy(row.checkpoint), wait=row.wait,
-            labels=row.labels, principal=row.principal, claim=uuid.uuid4().hex, fresh=fresh,
+            labels=row.labels, principal=row.principal, claim=new_claim_id(), fresh=fresh,
         )  # fmt: skip
 
     def _complete(
