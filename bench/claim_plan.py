@@ -92,7 +92,8 @@ def run(server_url: str, jobs: int, queued: int) -> None:
         churn(url, jobs, queued)
         time.sleep(LEASE + 1)
         print(figures(url))
-        # A worker that took the churn's last jobs holds this floor: the first queued job.
+        # A worker that took the churn's last jobs starts at the first queued job (as its
+        # floor after a short claim, explained here; a full claim's position starts there too).
         with psycopg.connect(url, autocommit=True) as conn:
             first = conn.execute("SELECT min(seq) FROM tenure_jobs WHERE state = 'queued'")
             floor = int((first.fetchone() or [0])[0] or 0)

@@ -209,16 +209,20 @@ def claim_all(
     return claimed
 
 
-def test_a_plain_claim_starts_after_what_its_claimer_took(ledger: tenure.Ledger) -> None:
+def test_a_plain_claim_starts_after_what_its_claimer_took(
+    ledger: tenure.Ledger, connect: Callable[..., tenure.Ledger]
+) -> None:
     """A claim short of its limit took every claimable queued job: the claimer's next plain
-    claim starts after them. A released job keeps its place in the queue, below that floor: a
-    plain claim does not see it, the rescue claim (a worker sends one a second) does, and a
-    new submit is seen at once."""
+    claim starts after them. A job released by another process keeps its place in the queue,
+    below that floor: a plain claim does not see it, the rescue claim (a worker sends one a
+    second) does, and a new submit is seen at once. A job released through the claimer's own
+    store sends its claims back to the head."""
     port = lease_port(ledger)
+    elsewhere = connect()
     ledger.submit_many("task", [{"n": n} for n in range(3)])
     taken = port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
     assert len(taken) == 3
-    ledger.release(taken[0])
+    elsewhere.release(taken[0])
     assert port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=False) == []
     fresh = ledger.submit("task", {"n": 3})
     (got,) = port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
@@ -226,15 +230,18 @@ def test_a_plain_claim_starts_after_what_its_claimer_took(ledger: tenure.Ledger)
     (rescued,) = port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=True)
     assert rescued.job_id == taken[0].job_id
     # Another claimer has its own floor: it starts at the head.
-    ledger.release(rescued)
+    elsewhere.release(rescued)
     (other,) = port.claim_many("v", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
     assert other.job_id == taken[0].job_id
+    ledger.release(other)
+    (again,) = port.claim_many("v", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
+    assert again.job_id == taken[0].job_id
 
 
-def claim_blocks(url: str, floor: int, rescue: bool) -> int:
+def claim_blocks(url: str, floor: int, rescue: bool, priority: int | None = None) -> int:
     """Shared buffers one claim of 16 jobs reads, as EXPLAIN (ANALYZE, BUFFERS) counts them
-    (rolled back: nothing is claimed)."""
-    sql, params = claim_explained(["task"], 0 if rescue else floor, rescue)
+    (rolled back: nothing is claimed); with `priority`, from the position a full claim left."""
+    sql, params = claim_explained(["task"], 0 if rescue else floor, rescue, priority)
     with psycopg.connect(direct(url)) as conn:
         row = conn.execute(
             ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql).encode(), params
@@ -283,6 +290,63 @@ def test_a_plain_claim_reads_no_more_while_a_transaction_idles(
     # Measured: plain 296 -> 325 buffers, rescue 453 -> 813 (the index's pages still grow).
     assert rescue_late - rescue_early > 200, (rescue_early, rescue_late)
     assert plain_late - plain_early < (rescue_late - rescue_early) / 4, (plain_early, plain_late)
+
+
+def test_a_full_claim_keeps_its_place_and_sees_what_outranks_it(
+    ledger: tenure.Ledger, connect: Callable[..., tenure.Ledger]
+) -> None:
+    """A claim that comes back full holds a position in the queue's order: the next plain
+    claim goes on after the last job it took, and still sees a job of higher priority
+    submitted since, and one of lower priority, in priority order. A job another process
+    released keeps its place, before the position: the rescue claim takes it."""
+    port = lease_port(ledger)
+    queued = ledger.submit_many("task", [{"n": n} for n in range(40)])
+
+    def claim(limit: int, rescue: bool = False) -> list[tenure.Lease]:
+        return port.claim_many("w", kinds=["task"], limit=limit, lease_seconds=30, rescue=rescue)
+
+    first = claim(16)
+    assert [lease.job_id for lease in first] == queued[:16]
+    connect().release(first[0])
+    urgent = ledger.submit("task", {"n": "urgent"}, priority=5)
+    assert [lease.job_id for lease in claim(16)] == [urgent, *queued[16:31]]
+    later = ledger.submit("task", {"n": "later"}, priority=-1)
+    assert [lease.job_id for lease in claim(16)] == [*queued[31:], later]
+    assert claim(16) == []
+    assert [lease.job_id for lease in claim(16, rescue=True)] == [queued[0]]
+    assert ledger.list(state="queued") == []
+
+
+def test_a_full_claim_in_a_deep_queue_reads_no_more_while_a_transaction_idles(
+    db_url: str, connect: Callable[..., tenure.Ledger]
+) -> None:
+    """In a queue kept deep every claim comes back full. With a transaction idle, the claim
+    from the position the last full claim left reads about as many buffers after 5,000 jobs
+    were claimed from the queue's head as after 1,000; the claim from the head reads more with
+    each job. Counted by PostgreSQL, not timed."""
+    ledger = connect()
+    port = lease_port(ledger)
+    figures: list[tuple[int, int]] = []
+    with psycopg.connect(direct(db_url)) as horizon:
+        horizon.execute("SELECT txid_current()")
+        ledger.submit_many("task", [{}] * 500)
+        for jobs in (1000, 4000):
+            for _ in range(jobs // 250):
+                ledger.submit_many("task", [{}] * 250)
+                leases = port.claim_many("churn", kinds=["task"], limit=250, lease_seconds=1)
+                port.complete_many([(lease, None) for lease in leases])
+            with psycopg.connect(direct(db_url), autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT min(seq) FROM tenure_jobs WHERE state = 'queued'"
+                ).fetchone()
+            assert row is not None
+            position = claim_blocks(db_url, int(row[0]), False, priority=0)
+            figures.append((position, claim_blocks(db_url, 0, False)))
+        horizon.rollback()
+    (position_early, head_early), (position_late, head_late) = figures
+    # Measured: from the position 297 -> 320 buffers, from the head 404 -> 604.
+    assert head_late - head_early > 100, figures
+    assert position_late - position_early < (head_late - head_early) / 4, figures
 
 
 def test_a_claim_refuses_a_rescue_that_is_not_a_bool(ledger: tenure.Ledger) -> None:

@@ -6,9 +6,11 @@ version in the index of queued jobs, at its head (the oldest submissions). A cla
 at the head steps over each of them, and pays more the longer the horizon is held. A claim that
 took fewer jobs than it asked for took every claimable queued job it could see: the next one
 can start after the last it took (`seq >= floor`, a condition the index answers without reading
-the dead versions). What the floor skips (a retry, a release or a requeue keeps its place in
-the queue; a job due later than it was submitted; a submit that committed after a later one)
-is taken by the worker's rescue claim, which starts at the head, once a second.
+the dead versions). A claim that came back full (a deep queue) took the first jobs in the
+queue's order: the next one starts at that position (a `Floor` with a priority). What a floor
+skips (a retry, a release or a requeue keeps its place in the queue; a job due later than it
+was submitted; a submit that committed after a later one) is taken by the worker's rescue
+claim, which starts at the head, once a second.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from tenure.storage.base import NOTHING_TO_PUBLISH, ClaimRequest, Publish
@@ -34,38 +37,66 @@ RESCUE_TURN_SECONDS = 0.8
 _Claimer = tuple[str, tuple[str, ...] | None, tuple[str, ...]]
 
 
+@dataclass(frozen=True)
+class Floor:
+    """Where a claimer's next plain claim starts. `priority` None: after a claim short of its
+    limit, every claimable queued job below `seq` was taken, of every priority. Otherwise a
+    position in the queue's order (priority DESC, seq) after a full claim: the jobs of higher
+    priority are read from the head (what came since), those of `priority` from `seq` on,
+    those of lower priority from the head; each range is where the index starts reading."""
+
+    seq: int
+    priority: int | None = None
+
+
+HEAD = Floor(0)
+
+
 class ClaimFloors:
     """The floor of each claimer (owner, kinds, variants) of one store; thread-safe."""
 
     def __init__(self) -> None:
-        self._floors: dict[_Claimer, int] = {}
+        self._floors: dict[_Claimer, Floor] = {}
         self._lock = threading.Lock()
 
-    def floor(self, request: ClaimRequest) -> int:
+    def floor(self, request: ClaimRequest) -> Floor:
         """Where this claim starts: the head for a rescue or a limited claim."""
         if request.rescue or request.only_ids is not None:
-            return 0
+            return HEAD
         with self._lock:
-            return self._floors.get(_claimer(request), 0)
+            return self._floors.get(_claimer(request), HEAD)
 
-    def claimed(self, request: ClaimRequest, count: int, queued_seqs: Sequence[int]) -> None:
-        """After a claim of `count` jobs, `queued_seqs` of them from the queue: a claim short
-        of its limit saw every claimable queued job, so the next starts after the last; a full
-        one (a deep queue) drops the floor, and the next starts at the head again, where the
-        planner reads the index in order and stops at the limit."""
-        if request.only_ids is not None:
+    def claimed(self, request: ClaimRequest, count: int, queued: Sequence[tuple[int, int]]) -> None:
+        """After a claim of `count` jobs, `queued` (priority, seq) of them from the queue: a
+        claim short of its limit saw every claimable queued job, so the next starts after the
+        last of them; a full one (a deep queue) holds a position: after the last job it took
+        in the queue's order, the lowest priority it reached and the highest seq there."""
+        if request.only_ids is not None or not queued:
             return
         key = _claimer(request)
         if count >= request.limit:
-            with self._lock:
-                self._floors.pop(key, None)
-            return
-        if not queued_seqs:
-            return
+            lowest = min(priority for priority, _ in queued)
+            last = max(seq for priority, seq in queued if priority == lowest)
+            floor = Floor(last + 1, lowest)
+        else:
+            floor = Floor(max(seq for _, seq in queued) + 1)
         with self._lock:
             if key not in self._floors and len(self._floors) >= _MOST_CLAIMERS:
                 self._floors.clear()
-            self._floors[key] = max(self._floors.get(key, 0), max(queued_seqs) + 1)
+            before = self._floors.get(key, HEAD)
+            if floor.priority is None and before.priority is None:
+                floor = Floor(max(before.seq, floor.seq))
+            self._floors[key] = floor
+
+    def requeued(self, back: bool) -> bool:
+        """`back`: a job went back to the queue at its old place (a retry, a release, a
+        requeue, a budget's hold let go) through this store, and every claimer's next claim
+        starts at the head, where it is (other processes' claimers find it at their next
+        rescue). Returns `back`."""
+        if back:
+            with self._lock:
+                self._floors.clear()
+        return back
 
 
 class RescueTurns:
@@ -103,33 +134,67 @@ def _claimer(request: ClaimRequest) -> _Claimer:
     return (request.owner_id, kinds, tuple(request.pinned))
 
 
-# The claim from the head of the queue, as a separate statement: without the floor's condition,
-# whose value a generic plan does not know, the planner reads a deep queue in its index's
-# order and stops at the limit; with it, it may read and sort every queued row (measured: a
-# drain of 20,000 jobs at 3,400 jobs/s instead of 7,800). A floor is held only while claims
-# come back short, when few rows are queued (ClaimFloors, above).
+# The claim in three statements. From the head, without the floor's condition: the planner
+# reads a deep queue in its index's order and stops at the limit. From a floor (`seq >=
+# floor`, on the second column of the index (priority DESC, seq)): it may read and sort every
+# queued row above it (measured: a drain of 20,000 jobs at 3,400 jobs/s instead of 7,800), so
+# that statement serves only claims after a short one, when few rows are queued. From a
+# position: three ranges of that index, each bounded on its first column (the range at the
+# position's priority on seq too), read in order, each up to what the ones before it left.
 FLOOR_CONDITION = "      AND j.seq >= %(seq_from)s::bigint\n"
+_CANDIDATE = "queued_candidate AS (\n"
+_LIMIT = "    LIMIT %(limit)s\n"
+_RANGES = {
+    "queued_above": "      AND j.priority > %(floor_priority)s::int\n",
+    "queued_at": "      AND j.priority = %(floor_priority)s::int\n" + FLOOR_CONDITION,
+    "queued_below": "      AND j.priority < %(floor_priority)s::int\n",
+}
 
 
-def with_claim_from_head(queries: dict[str, LiteralString]) -> dict[str, LiteralString]:
-    """The named queries with `exchange_from_head`: the claim without its floor condition."""
-    if FLOOR_CONDITION not in queries["exchange"]:
-        raise RuntimeError("the claim statement lost its floor condition")
-    return queries | {"exchange_from_head": queries["exchange"].replace(FLOOR_CONDITION, "")}
+def with_claim_variants(queries: dict[str, LiteralString]) -> dict[str, LiteralString]:
+    """The named queries with `exchange_from_head` (the claim without its floor condition) and
+    `exchange_from_position` (the queue read in three ranges around a position)."""
+    exchange = queries["exchange"]
+    if exchange.count(_CANDIDATE) != 1:
+        raise RuntimeError("the claim statement lost its queued candidates")
+    start = exchange.index(_CANDIDATE) + len(_CANDIDATE)
+    end = exchange.index("\n),\n", start)
+    body = exchange[start:end]
+    if body.count(FLOOR_CONDITION) != 1 or body.count(_LIMIT) != 1:
+        raise RuntimeError("the claim statement's queued candidates lost their floor or limit")
+    # Each range takes what the ranges before it (higher in the queue's order) left of the
+    # limit: every row a range locks is one the claim takes.
+    ranges, taken = [], ""
+    for name, condition in _RANGES.items():
+        limit = f"    LIMIT %(limit)s{taken}\n"
+        ranges.append(
+            f"{name} AS (\n{body.replace(FLOOR_CONDITION, condition).replace(_LIMIT, limit)}\n),\n"
+        )
+        taken += f" - (SELECT count(*) FROM {name})"
+    union = " UNION ALL ".join(f"SELECT * FROM {name}" for name in _RANGES)
+    candidate = f"{''.join(ranges)}{_CANDIDATE}    {union}"
+    from_position = exchange[: start - len(_CANDIDATE)] + candidate + exchange[end:]
+    return queries | {
+        "exchange_from_head": exchange.replace(FLOOR_CONDITION, ""),
+        "exchange_from_position": from_position,
+    }
 
 
-def claim_statement(floor: int) -> str:
-    """The claim from the claimer's floor, or from the head of the queue (no floor)."""
-    return "exchange" if floor else "exchange_from_head"
+def claim_statement(floor: Floor) -> str:
+    """The claim from the claimer's floor, its position, or the head of the queue."""
+    if floor.priority is not None:
+        return "exchange_from_position"
+    return "exchange" if floor.seq else "exchange_from_head"
 
 
 def exchange_params(
-    publish: Publish, request: ClaimRequest, seq_from: int, rescue_turn: str | None = None
+    publish: Publish, request: ClaimRequest, floor: Floor, rescue_turn: str | None = None
 ) -> dict[str, Any]:
     """The claim statement's parameters: results to publish, the claim, where it starts, and
     the turn its search for expired leases takes (None: it searches if it rescues)."""
     return {
-        "seq_from": seq_from,
+        "seq_from": floor.seq,
+        "floor_priority": floor.priority,
         "job_ids": [lease.job_id for lease in publish.leases],
         "given": _results_map(publish),
         "owner_id": request.owner_id,
@@ -159,12 +224,14 @@ def _results_map(publish: Publish) -> str:
 
 
 def claim_explained(
-    kinds: Sequence[str], floor: int, rescue: bool
+    kinds: Sequence[str], floor: int, rescue: bool, priority: int | None = None
 ) -> tuple[LiteralString, dict[str, Any]]:
     """The statement and parameters of a worker's claim of 16 jobs of `kinds` from `floor`
-    (0: from the head), as the store sends it: for EXPLAIN in the benchmark and the tests."""
-    queries = with_claim_from_head(load_queries(__package__ or "tenure.storage.postgres"))
+    (0: from the head; with `priority`, the position a full claim left), as the store sends
+    it: for EXPLAIN in the benchmark and the tests."""
+    queries = with_claim_variants(load_queries(__package__ or "tenure.storage.postgres"))
     request = ClaimRequest(
         owner_id="explain", kinds=list(kinds), lease_seconds=30.0, limit=16, rescue=rescue
     )
-    return queries[claim_statement(floor)], exchange_params(NOTHING_TO_PUBLISH, request, floor)
+    start = HEAD if rescue else Floor(floor, priority)
+    return queries[claim_statement(start)], exchange_params(NOTHING_TO_PUBLISH, request, start)

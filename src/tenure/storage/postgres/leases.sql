@@ -112,8 +112,9 @@ queued_candidate AS (
            NULL::timestamptz AS was_heartbeat, j.priority, j.seq
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
-      -- The claimer's floor (storage/postgres/claims.py): the index skips what is below it,
-      -- dead versions of claimed jobs included, without reading them. 0 in a rescue claim.
+      -- The claimer's floor: the index skips what is below it, dead versions of claimed jobs
+      -- included. storage/postgres/claims.py rewrites the next line (removed in the claim from
+      -- the head, split into three ranges in the claim from a position): keep its text.
       AND j.seq >= %(seq_from)s::bigint
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
       AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))

@@ -38,7 +38,7 @@ from tenure.storage.postgres.claims import (
     RescueTurns,
     claim_statement,
     exchange_params,
-    with_claim_from_head,
+    with_claim_variants,
 )
 from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.failures import CommitWatches, classify
@@ -62,7 +62,7 @@ from tenure.storage.waits import SignalOutcome
 from tenure.storage.wakeup import CancelCallback, EndedCallback, ListeningCallback, WakeCallback
 from tenure.types import JobState, Lease, PurgeBatch
 
-Q = with_claim_from_head(load_queries(__package__ or "tenure.storage.postgres"))
+Q = with_claim_variants(load_queries(__package__ or "tenure.storage.postgres"))
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS tenure_schema_version (
     version integer PRIMARY KEY, name text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"""
@@ -439,7 +439,7 @@ class PostgresStore(SqlStore):
             for row in rows
             if row["outcome"] == "claimed"
         ]
-        queued = [int(row["seq"]) for row in rows if row["was_state"] == "queued"]
+        queued = [(int(r["priority"]), int(r["seq"])) for r in rows if r["was_state"] == "queued"]
         self._floors.claimed(request, len(leases), queued)
         return leases
 
@@ -479,11 +479,17 @@ class PostgresStore(SqlStore):
             detail=failure.detail_json,
             token_floor=failure.token_floor,
         )
-        return JobState(rows[0]["state"]) if rows else None
+        state = JobState(rows[0]["state"]) if rows else None
+        self._floors.requeued(state is JobState.QUEUED)
+        return state
 
     def release(self, lease: Lease, delay: float = 0.0, detail_json: str = "{}") -> bool:
         """Give the job back if the lease holds."""
-        return bool(self._guarded("release", lease, delay=delay, detail=detail_json))
+        released = bool(self._guarded("release", lease, delay=delay, detail=detail_json))
+        return self._floors.requeued(released)
+
+    def release_if_raised(self, job_id: str, seen: Sequence[tuple[str, str, float]]) -> bool:
+        return self._floors.requeued(super().release_if_raised(job_id, seen))
 
     def cancel(self, job_id: str) -> bool:
         """Cancel the job and its unfinished descendants, each token bumped: one transaction
@@ -514,7 +520,7 @@ class PostgresStore(SqlStore):
 
     def requeue(self, job_id: str) -> bool:
         """Make a failed or cancelled job claimable again."""
-        return bool(self._write_rows("requeue", {"job_id": job_id}))
+        return self._floors.requeued(bool(self._write_rows("requeue", {"job_id": job_id})))
 
     def stage_start(self, lease: Lease, stage: StageStart) -> bool:
         """One statement: check the lease, upsert the stage (and effect), write the event."""
