@@ -69,8 +69,6 @@ def _produce(url: str, shared: deep.Shared, depth: int) -> None:
         await client.install_queue_storage()
         for size in deep.batches(shared, depth):
             await client.enqueue_many_copy([Noop(0) for _ in range(size)], queue=QUEUE)
-            with shared.submitted.get_lock():
-                shared.submitted.value += size
         await client.close()
 
     asyncio.run(go())

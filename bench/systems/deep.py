@@ -2,8 +2,9 @@
 of the workers while they run, first with a clean horizon, then with one session idle in a
 transaction; per phase, jobs run per second and the dead tuples left in the system's tables.
 
-A system's `deep_queue(url, concurrency, depth, phase)` forks its producer (`Producer`), starts its
-own workers with a handler that calls `Completions.done()`, and hands both to `measure`.
+A system's `deep_queue(url, concurrency, depth, phase)` forks its producer (`start_producer`,
+which submits the sizes `batches` gives), starts its own workers with a handler that calls
+`Completions.done()`, and hands both to `measure`.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ class Shared:
 def batches(shared: Shared, depth: int) -> Iterator[int]:
     """Sizes of the batches a producer submits to keep `depth` jobs ahead of the completed
     ones, until told to stop or the measuring process is gone (killed at a timeout: the
-    producer must not outlive it). The caller adds each batch to `submitted` once it is in."""
+    producer must not outlive it). A batch counts as submitted when the producer asks for the
+    next one: it is in by then. The producer is the one writer of `submitted`."""
     while not shared.stop.is_set() and os.getppid() == shared.parent:
         wanted = shared.completed.value + depth - shared.submitted.value
         if wanted <= 0:
             time.sleep(0.002)
             continue
-        yield min(BATCH, wanted)
+        size = min(BATCH, wanted)
+        yield size
+        shared.submitted.value += size
 
 
 def start_producer(target: Callable[..., None], *args: Any) -> Any:

@@ -365,8 +365,6 @@ def _produce(url: str, shared: deep.Shared, depth: int) -> None:
         conn, queries = await _connect(url)
         for size in deep.batches(shared, depth):
             await queries.enqueue(["noop"] * size, [b""] * size, [0] * size)
-            with shared.submitted.get_lock():
-                shared.submitted.value += size
         await conn.close()
 
     asyncio.run(go())

@@ -384,8 +384,6 @@ def _produce(url: str, shared: deep.Shared, depth: int) -> None:
     with tenure.connect(url) as ledger:
         for size in deep.batches(shared, depth):
             ledger.submit_many("noop", [{} for _ in range(size)])
-            with shared.submitted.get_lock():
-                shared.submitted.value += size
 
 
 def deep_queue(url: str, concurrency: int, depth: int, phase: float, **_: Any) -> dict[str, Any]:
