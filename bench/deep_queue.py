@@ -29,6 +29,9 @@ sys.path.insert(0, str(ROOT))
 from bench.run import SYSTEMS, database_for, describe, postgres_server, run_one  # noqa: E402
 
 PEERS = ("tenure", "pgqueuer", "awa")
+MOST_DEPTH = 1_000_000  # jobs kept queued (the producer fills it within a 120 s wait)
+MOST_PHASE = 3600.0
+MOST_SLOTS = 1024
 
 
 def rows(report: dict[str, Any]) -> list[str]:
@@ -66,8 +69,15 @@ def main() -> int:
     parser.add_argument("--phase", type=float, default=60.0, help="seconds of each phase")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    if args.depth < 1 or args.phase < 2 or any(c < 1 for c in args.concurrency):
-        parser.error("--depth and --concurrency must be at least 1, --phase at least 2")
+    if not (
+        1 <= args.depth <= MOST_DEPTH
+        and 2 <= args.phase <= MOST_PHASE
+        and all(1 <= c <= MOST_SLOTS for c in args.concurrency)
+    ):
+        parser.error(
+            f"--depth must be 1 to {MOST_DEPTH:,}, --phase 2 to {MOST_PHASE:g} seconds, "
+            f"--concurrency 1 to {MOST_SLOTS}"
+        )
     server, embedded = postgres_server(args.postgres)
     began = time.monotonic()
     report: dict[str, Any] = {
