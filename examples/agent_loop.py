@@ -1,12 +1,13 @@
-"""The Portuguese seed's durable agent loop, on tenure alone: a run is a job, each model call
-a step (recorded, never asked again once done), each tool call an effect keyed `run:step` at
-a receiver that runs each key once, fenced by the job's token.
+"""A durable agent loop on tenure alone (model calls are paid and tools act on the world,
+so a killed worker must neither ask the model again nor repeat a tool's effect): a run is a
+job, each model call a step (recorded, never asked again once done), each tool call an effect
+keyed `run:step` at a receiver that runs each key once, fenced by the job's token.
 
     python examples/agent_loop.py [--db URL]      # default: a SQLite file in a temporary folder
 
-The script plays the seed's test with real processes: it submits a run, starts `tenure worker
+The script plays that failure with real processes: it submits a run, starts `tenure worker
 examples.agent_loop:app`, SIGKILLs it inside step 1 after the tool's real side effect but
-before the step's result is recorded (the seed's "pod died during step 1"), shows the run's
+before the step's result is recorded (the pod dies during step 1), shows the run's
 stages after the crash, starts a fresh worker, and shows the resumed run's stages and how many
 real side effects the tools executed: exactly two, though step 1 ran in two processes.
 """
@@ -81,7 +82,7 @@ def agent_run(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]
 
 
 def stages(ledger: tenure.Ledger, job_id: str) -> tuple[tuple[int, str, str], ...]:
-    """The run's steps as the seed prints them: (index, type, state)."""
+    """The run's steps: (index, type, state)."""
     shown = []
     for stage in ledger.stages(job_id):
         index, what = stage.name.split(":")
@@ -143,8 +144,13 @@ def main() -> int:
         status = f"{job.state.value} | attempt {job.attempt} | model calls: {len(model_calls)}"
         print(f"run status: {status}")
         print(f"REAL tool side effects executed: {len(effects)}")
-    seed = ((0, "model", "done"), (1, "tool", "done"), (2, "model", "done"), (3, "tool", "done"))
-    exact = len(effects) == 2 and len(model_calls) == 2 and final == seed
+    expected = (
+        (0, "model", "done"),
+        (1, "tool", "done"),
+        (2, "model", "done"),
+        (3, "tool", "done"),
+    )
+    exact = len(effects) == 2 and len(model_calls) == 2 and final == expected
     return 0 if job.state == "succeeded" and exact else 1
 
 

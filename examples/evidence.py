@@ -1,4 +1,5 @@
-"""Evidence by reference, end to end (the Chinese seed's retrieval and provenance rules):
+"""Evidence by reference, end to end (retrieval filtered by permission, and the provenance of
+every answer):
 
     python examples/evidence.py [--db URL]    # default: SQLite files in a temporary folder
 

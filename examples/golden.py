@@ -1,4 +1,4 @@
-"""The Chinese seed's offline golden set, recorded and evaluated: success, empty data, tool
+"""An offline golden set, recorded and evaluated: success, empty data, tool
 timeout, revoked permission, a duplicate, cancellation and injection, each a `support_reply`
 job judged by business assertions.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from typing import Any, TypeVar, Unpack
 
 from tenure import labels as label_rules
 from tenure.asking import Ask
+from tenure.database_url import DEFAULT_URL, UrlSource, environment_url
 from tenure.errors import InvalidArgument, InvalidJobClass
 from tenure.ledger import Ledger, connect
 from tenure.options import SubmitKwargs, SubmitOptions, submit_options
@@ -33,7 +33,6 @@ A = TypeVar("A", bound=Callable[[Any, Any], Any])
 Narrowing = Callable[[str | None, str, str], bool]
 N = TypeVar("N", bound=Narrowing)
 
-DEFAULT_URL = "sqlite:///tenure.db"
 NO_TOOL_TYPES = ToolTypes(None, None, None, None, None)
 TASK_SUPPORT = ("optional", "forbidden", "required")
 # The client capabilities a tool may need (MCP's names for what a `tenure.Ask` asks).
@@ -268,13 +267,23 @@ class App:
     """Job classes and the database they run against.
 
     `App(url)` names the database (default `$TENURE_DATABASE_URL`, else `sqlite:///tenure.db`);
-    `connect_options` go to `tenure.connect`.
+    `tenure worker --db` overrides it. Write `App()` so that the environment decides: every
+    process of an app must use one database. `connect_options` go to `tenure.connect`.
     """
 
     def __init__(
         self, url: str | None = None, *, keep_error_messages: bool = True, **connect_options: Any
     ) -> None:
-        self.url = url or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_URL
+        from_environment = environment_url()
+        self.url = url or from_environment or DEFAULT_URL
+        # Where `url` came from: `tenure doctor` and the warning at a process's start say it.
+        self.url_source = (
+            UrlSource.APP
+            if url
+            else UrlSource.ENVIRONMENT
+            if from_environment
+            else UrlSource.DEFAULT
+        )
         # A NonRetryable's message goes into the failed job's `error` (never a log or event).
         self.keep_error_messages = keep_error_messages
         self.connect_options = connect_options

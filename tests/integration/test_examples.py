@@ -40,7 +40,7 @@ def test_the_refund_example_survives_a_kill_at_each_point_with_one_charge(db_url
 def test_the_agent_loop_killed_at_step_one_resumes_with_exactly_two_side_effects(
     db_url: str,
 ) -> None:
-    """examples/agent_loop.py, the Portuguese seed's run: killed inside tool step 1 after its
+    """examples/agent_loop.py: a durable agent run killed inside tool step 1 after its
     real side effect, resumed by a fresh worker: four steps done, two model calls, exactly two
     real side effects (it exits 0 only then)."""
     run = run_example("examples/agent_loop.py", db_url)

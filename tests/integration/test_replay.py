@@ -104,7 +104,8 @@ def test_only_a_finished_job_replays(apps_module: object, db_url: str) -> None:
 
 
 def test_tenure_replay_command(apps_module: object, db_url: str, tmp_path: Path) -> None:
-    """`tenure replay` prints the per-stage diff, --json the report, and exit 1 for a bad --app."""
+    """`tenure replay` prints the per-stage diff, --json the report, and exit 2 (a usage error)
+    for an --app that names no App."""
     job_id = recorded_job(apps_module, db_url)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -118,4 +119,5 @@ def test_tenure_replay_command(apps_module: object, db_url: str, tmp_path: Path)
     report = json.loads(run("--app", "replay_apps:old_app", "--json").stdout)
     assert report["differences"] == 0 and report["job_id"] == job_id
     missing = run("--app", "replay_apps:nothing")
-    assert missing.returncode == 1 and "not a tenure.App" in missing.stderr
+    assert missing.returncode == 2 and "not a tenure.App" in missing.stderr
+    assert "replay_apps has no attribute 'nothing'" in missing.stderr

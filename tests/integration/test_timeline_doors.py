@@ -102,7 +102,17 @@ def test_the_command_line_draws_writes_and_refuses(
 def test_the_demo_writes_its_jobs_timeline(tmp_path: Path) -> None:
     page = tmp_path / "demo.html"
     db = f"sqlite:///{tmp_path / 'demo.db'}"
-    played = tenure_cli("demo", "--db", db, "--timeline", str(page), timeout=120)
+    # --keep: the demo keeps its job in the given database (and its workspace, in tmp_path).
+    played = tenure_cli(
+        "demo",
+        "--db",
+        db,
+        "--keep",
+        "--timeline",
+        str(page),
+        env={"TMPDIR": str(tmp_path)},
+        timeout=120,
+    )
     assert played.returncode == 0, played.stdout + played.stderr
     assert f"The job's lease timeline, drawn: {page}" in played.stdout
     html = page.read_text("utf-8")

@@ -43,7 +43,18 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     folder = tmp_path_factory.mktemp("demo")
     db = f"sqlite:///{folder / 'demo.db'}"
     page = folder / "demo.html"
-    run = tenure_cli("demo", "--db", db, "--timeline", str(page), cwd=folder, timeout=120)
+    # --keep: the demo keeps its job in the given database (and its workspace, in `folder`).
+    run = tenure_cli(
+        "demo",
+        "--db",
+        db,
+        "--keep",
+        "--timeline",
+        str(page),
+        cwd=folder,
+        env={"TMPDIR": str(folder)},
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     with tenure.connect(db) as ledger:
         [job] = ledger.list(kind="invoice")

@@ -28,6 +28,7 @@ GROUND = {
     "asgi",
     "backoff",
     "options",
+    "database_url",
 }
 DOMAIN = {
     "ids",
@@ -78,8 +79,8 @@ ALLOWED: dict[str, set[str]] = {
                 "types", "validation", "wait_state", "waits"},
     "fence": {"asgi", "clock", "errors", "storage", "tracing", "types", "validation"},
     "ledger": GROUND | DOMAIN | {"storage", "tracing"},
-    "app": {"asking", "errors", "labels", "ledger", "options", "rates", "retrieval", "schedules",
-            "tooltypes", "types", "validation", "waits"},
+    "app": {"asking", "database_url", "errors", "labels", "ledger", "options", "rates",
+            "retrieval", "schedules", "tooltypes", "types", "validation", "waits"},
     "runtime": GROUND | DOMAIN | {"app", "ledger", "tracing"},
     "replay": GROUND | DOMAIN | {"app", "ledger", "runtime"},
     "evaluation": GROUND | DOMAIN | {"app", "ledger", "replay"},

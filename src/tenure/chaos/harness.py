@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 import tenure
 from tenure.chaos.failover import PAIR_FAULTS, PairFaults
-from tenure.chaos.parents import ParentWorkload
+from tenure.chaos.parents import PARENT, ParentWorkload
+from tenure.chaos.progress import count_kinds, ended, progress_line, progress_of
 from tenure.chaos.receiver import Receiver, ReceiverServer
 from tenure.chaos.report import Figures, print_report
 from tenure.chaos.skew import build_shim, skew_env
@@ -35,6 +36,7 @@ from tenure.testing.proxy import TcpProxy
 DEFAULT_FAULTS = ("kill", "pause", "partition", "restart", "skew")
 FAULT_KINDS = (*DEFAULT_FAULTS, *PAIR_FAULTS)
 KIND = "chaos.order"
+RUN_KINDS = (KIND, PARENT)  # the parents' children are orders
 EFFECTS = ("charge", "receipt")  # each order's effects: each must reach the receiver once
 SKEW_SECONDS = 3 * 3600
 
@@ -178,6 +180,7 @@ class Harness:
         self.exits: list[WorkerExit] = []
         self._restarting = threading.Lock()
         self._last_progress = 0.0
+        self._ended_before = 0
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -186,6 +189,7 @@ class Harness:
         logging.getLogger("psycopg").setLevel(logging.CRITICAL)
         ledger = tenure.connect(self.url, timeout=10.0)
         try:
+            self._ended_before = ended(count_kinds(ledger, RUN_KINDS))
             ids = self._submit(ledger)
             self.parents.submit(ledger, self.clock.monotonic())
             if self.pair is not None and "restore" in self.o.faults:
@@ -555,17 +559,10 @@ class Harness:
             return
         self._last_progress = now
         try:
-            counts = ledger.operations.counts(kind=KIND)
+            counts = count_kinds(ledger, RUN_KINDS)
         except tenure.StoreUnavailable:
             return  # the database is restarting: the next tick will tell
-        done = sum(counts[state] for state in tenure.TERMINAL_STATES)
-        width = 30
-        filled = int(width * done / max(1, self.o.jobs))
-        line = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.o.jobs} done, "
-            f"{counts[tenure.JobState.RUNNING]} running | {what} | "
-            f"{max(0.0, remaining):5.1f}s left"
-        )
+        line = progress_line(progress_of(counts, self._ended_before), what, remaining)
         if self.err.isatty():
             self.err.write("\r" + line + ("\n" if final else ""))
         else:

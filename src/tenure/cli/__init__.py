@@ -36,10 +36,12 @@ from tenure.cli.common import (
     EXIT_USAGE,
     UsageError,
     _url,
+    count_at_least,
     output_file,
     port_number,
     seconds_at_least,
 )
+from tenure.cli.doctor import cmd_doctor
 from tenure.cli.processes import (
     cmd_admin_key,
     cmd_chaos,
@@ -276,6 +278,19 @@ def _add_process_commands(sub: Any) -> None:
     _add_worker_command(sub)
     p = _add_standalone(
         sub,
+        "doctor",
+        cmd_doctor,
+        "say which database each process of an app would use, and whether it answers",
+        "List the database of the app-less commands (tenure submit, status, serve: --db, else "
+        "$TENURE_DATABASE_URL, else sqlite:///tenure.db) and of each MODULE:APP's worker and "
+        "mcp (--db, else App(url), else $TENURE_DATABASE_URL, else sqlite:///tenure.db), with "
+        "where each choice comes from, and ask each database. Exits 1 when they are not one "
+        "database or one does not answer.",
+    )
+    p.add_argument("targets", nargs="*", metavar="MODULE:APP", help="e.g. myproject.jobs:app")
+    p.add_argument("--app-dir", metavar="DIR", help="import each MODULE from DIR")
+    p = _add_standalone(
+        sub,
         "serve",
         cmd_serve,
         "run the HTTP API, dashboard, /readyz and /metrics",
@@ -353,14 +368,17 @@ def _add_process_commands(sub: Any) -> None:
         sub,
         "demo",
         cmd_demo,
-        "play the seed's story: a stale worker's result rejected, its late effect refused",
+        "play the story of a stale worker: its result rejected, its late effect refused",
         "Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary SQLite "
         "database (or --db URL) and shows, for real, what tenure guarantees.",
         db_help="database URL (default: a new SQLite file in a temporary workspace, removed "
-        "at the end)",
+        "at the end); a given database is left as it was (PostgreSQL: a schema of the demo's "
+        "own, dropped; SQLite: the demo's jobs deleted)",
     )
     p.add_argument(
-        "--keep", action="store_true", help="keep the workspace (databases, worker logs)"
+        "--keep",
+        action="store_true",
+        help="keep the workspace (databases, worker logs), and the demo's jobs in a --db database",
     )
     p.add_argument(
         "--timeline",
@@ -381,7 +399,9 @@ def _add_process_commands(sub: Any) -> None:
     )
     p.add_argument("--jobs", type=int, default=200)
     p.add_argument("--workers", type=int, default=3)
-    p.add_argument("--concurrency", type=int, default=2, help="jobs at once per worker")
+    p.add_argument(
+        "--concurrency", type=count_at_least(1), default=2, help="jobs at once per worker"
+    )
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     p.add_argument(
         "--faults",
@@ -475,7 +495,9 @@ def _add_worker_command(sub: Any) -> None:
         listen=True,
     )
     _app_target(p)
-    p.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
+    p.add_argument(
+        "--concurrency", type=count_at_least(1), default=4, help="jobs run at once (default 4)"
+    )
     p.add_argument(
         "--grace",
         type=seconds_at_least(0.0),

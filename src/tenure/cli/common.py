@@ -8,6 +8,7 @@ import json
 import math
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -16,12 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tenure.app import App
+from tenure.database_url import DEFAULT_URL, ChosenDatabase, UrlSource, without_app
 from tenure.errors import TenureError
 from tenure.types import Event, Job
 
 T = TypeVar("T")
 
-DEFAULT_DB = "sqlite:///tenure.db"
+DEFAULT_DB = DEFAULT_URL
 
 
 class UsageError(Exception):
@@ -101,15 +103,18 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 def _url(args: argparse.Namespace) -> str:
-    return str(args.db or os.environ.get("TENURE_DATABASE_URL") or DEFAULT_DB)
+    return without_app(args.db).url
 
 
 def load_app(target: str, app_dir: str | None = None) -> App:
     """Import `module:attribute` from `app_dir` (default: the current folder) and return the
-    App."""
+    App. A target that names no App is a usage error; an exception raised while the user's
+    module runs is said in one line with where it was raised, not as a traceback."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise UsageError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {target!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        raise UsageError(_file_target_hint(module_name, attribute))
     folder = os.getcwd() if app_dir is None else os.path.abspath(app_dir)
     if not os.path.isdir(folder):
         raise UsageError(f"--app-dir {app_dir!r} is not a folder")
@@ -117,27 +122,63 @@ def load_app(target: str, app_dir: str | None = None) -> App:
         sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UsageError(
+                f"no module {module_name!r} in {folder} (MODULE is a dotted module name "
+                "importable from the current folder, or from --app-dir)"
+            ) from exc
         raise TenureError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        raise TenureError(f"importing {module_name!r} raised {_raised_where(exc)}") from exc
     app = getattr(module, attribute, None)
-    if not isinstance(app, App):
-        raise TenureError(f"{target!r} is not a tenure.App (found {type(app).__name__})")
-    return app
+    if isinstance(app, App):
+        return app
+    apps = sorted(name for name, value in vars(module).items() if isinstance(value, App))
+    found = "has no attribute" if app is None else f"has {type(app).__name__} as"
+    hint = f"; its App is {', '.join(f'{module_name}:{name}' for name in apps)}" if apps else ""
+    raise UsageError(f"{target!r} is not a tenure.App: {module_name} {found} {attribute!r}{hint}")
 
 
-def app_database(app: App, db: str | None, app_dir: str | None) -> str:
+def _file_target_hint(module_name: str, attribute: str) -> str:
+    path = Path(module_name)
+    dotted = path.with_suffix("").name if path.suffix == ".py" else path.name
+    folder = str(path.parent)
+    where = "" if folder in ("", ".") else f" --app-dir {folder}"
+    return (
+        f"MODULE is a dotted module name, not a file: use {dotted}:{attribute}{where} "
+        f"(got {module_name}:{attribute})"
+    )
+
+
+def _raised_where(exc: BaseException) -> str:
+    """`ValueError: bad (jobs.py, line 3)`: the exception and the innermost line that raised
+    it."""
+    said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SyntaxError):  # its text names the file and line already
+        return said
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return said
+    last = frames[-1]
+    return f"{said} ({last.filename}, line {last.lineno})"
+
+
+def app_database(app: App, db: str | None, app_dir: str | None) -> ChosenDatabase:
     """The database a process of `app` uses: `--db`, else the app's URL (its `App(url)`, else
     `$TENURE_DATABASE_URL`, else sqlite:///tenure.db). With `--app-dir`, a relative SQLite path
     is the app folder's, not the working folder's: an MCP client starts `tenure mcp` in a
     folder of its own, and the calls must queue where the project's workers look."""
-    url = db or app.url
+    chosen = ChosenDatabase(db, UrlSource.OPTION) if db else ChosenDatabase(app.url, app.url_source)
+    url = chosen.url
     relative = url.removeprefix("sqlite:///")
     if app_dir is None or not url.startswith("sqlite:///") or relative.startswith("/"):
-        return url
+        return chosen
     path, sep, query = relative.partition("?")
     if not path or path == ":memory:":
-        return url
-    return f"sqlite:///{os.path.join(os.path.abspath(app_dir), path)}{sep}{query}"
+        return chosen
+    joined = f"sqlite:///{os.path.join(os.path.abspath(app_dir), path)}{sep}{query}"
+    return ChosenDatabase(joined, chosen.source)
 
 
 def port_number(text: str) -> int:
@@ -149,6 +190,21 @@ def port_number(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
     return port
+
+
+def count_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            count = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if count < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {count}")
+        return count
+
+    return parse
 
 
 def seconds_at_least(minimum: float) -> Callable[[str], float]:

@@ -14,11 +14,17 @@ from tenure.cli.common import (
     EXIT_OK,
     UsageError,
     _print_json,
-    _url,
     app_database,
     load_app,
 )
 from tenure.cli.rollouts import parse_variants
+from tenure.database_url import (
+    ChosenDatabase,
+    differs_from_environment,
+    environment_url,
+    shown_url,
+    without_app,
+)
 from tenure.errors import TenureError
 from tenure.extras import MissingExtra, install_hint
 from tenure.logs import configure_json_logging, emit
@@ -44,11 +50,29 @@ def _use_listen_db(args: argparse.Namespace, url: str) -> None:
     os.environ[LISTEN_URL_ENV] = args.listen_db
 
 
+def _warn_if_split(chosen: ChosenDatabase) -> None:
+    """At a process's start: say so when the environment names another database than this
+    process uses (after logging is configured, so the line is the process's JSON)."""
+    warning = differs_from_environment(chosen)
+    if warning is not None:
+        emit(
+            log,
+            logging.WARNING,
+            "database_differs",
+            database=chosen.shown,
+            source=str(chosen.source),
+            environment=shown_url(environment_url() or ""),
+            message=warning,
+        )
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     app = load_app(args.target, args.app_dir)
-    url = app_database(app, args.db, args.app_dir)
+    chosen = app_database(app, args.db, args.app_dir)
+    url = chosen.url
     _use_listen_db(args, url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
+    _warn_if_split(chosen)
     worker = Worker(
         app,
         concurrency=args.concurrency,
@@ -78,8 +102,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from tenure.service.settings import ServiceSettings
     except ImportError as exc:
         raise _service_extra(exc) from exc
-    _use_listen_db(args, _url(args))
+    chosen = without_app(args.db)
+    _use_listen_db(args, chosen.url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
+    _warn_if_split(chosen)
     settings = ServiceSettings(
         admin_key_sha256=args.admin_key_sha256 or ServiceSettings.admin_digest_from_env(),
         max_body_bytes=args.max_body,
@@ -92,7 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             else {"max_waits_per_tenant": args.max_waits_per_tenant}
         ),
     )
-    serve(_url(args), host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+    serve(chosen.url, host=args.host, port=args.port, settings=settings, log_level=args.log_level)
     return EXIT_OK
 
 
@@ -117,9 +143,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             "tool of its own: mark the jobs a model may call with @app.job(..., tool=True, "
             "input_schema=...)"
         )
-    url = app_database(app, args.db, args.app_dir)
+    chosen = app_database(app, args.db, args.app_dir)
+    url = chosen.url
     _use_listen_db(args, url)
     configure_json_logging(getattr(logging, args.log_level.upper()))
+    _warn_if_split(chosen)
     with app.connect(url) as ledger:
         emit(log, logging.INFO, "mcp_database", database=ledger.operations.where)
         run_mcp(

@@ -18,6 +18,8 @@ from tenure.testing.fenced import post_fenced
 
 DIR = Path(os.environ.get("TENURE_DEMO_DIR", "."))
 BANK = os.environ.get("TENURE_DEMO_BANK", "http://127.0.0.1:0")
+# The demo's own kind in a SQLite file it was given, so that it claims none of the file's jobs.
+KIND = os.environ.get("TENURE_DEMO_KIND", "invoice")
 # The clock the jobs' waits for the demo's signal files pass on.
 CLOCK: Clock = SYSTEM_CLOCK
 
@@ -34,7 +36,7 @@ def wait_for(name: str) -> None:
         CLOCK.sleep(0.01)
 
 
-@app.job("invoice", lease=2.0, heartbeat=0.5, missed=1, jitter=0.5, backoff=0.05, stage_timeout=60)
+@app.job(KIND, lease=2.0, heartbeat=0.5, missed=1, jitter=0.5, backoff=0.05, stage_timeout=60)
 def invoice(ctx: tenure.JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Price, then charge once; an in-doubt charge asks the bank to reconcile."""
     price = ctx.step(

@@ -1,6 +1,10 @@
 """`tenure demo`: W1 claims and is stalled between its lease check and its charge; W2 takes
 over and reconciles the charge; W1 comes back: renewal refused, result rejected, late charge
-refused by the bank. Prints a timeline and a summary; exit 0 only if every guarantee held."""
+refused by the bank. Prints a timeline and a summary; exit 0 only if every guarantee held.
+
+What the demo starts (its bank, proxy, connections, workers, and its jobs in a database given
+with `--db`: see `demo.database`) goes on one `ExitStack` as it is made; `run_demo` closes it
+and removes the workspace, after a Ctrl-C at any moment too."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,12 +24,14 @@ from typing import Any, TextIO
 import tenure
 from tenure.clock import SYSTEM_CLOCK, Clock
 from tenure.demo.bank import Bank, BankServer
+from tenure.demo.database import DemoDatabase
 from tenure.fence import FenceGuard
 from tenure.pages import job_life_page
 from tenure.storage.postgres.urls import postgres_upstream
 from tenure.testing.process import spawn_worker
 from tenure.testing.proxy import TcpProxy
 
+INTERRUPTED = 130  # a shell's exit status after SIGINT
 DEADLINE_SECONDS = 60.0
 COLOURS = {"W1": "31", "W2": "32", "bank": "36", "demo": "33", "ledger": "0"}
 
@@ -66,54 +74,132 @@ def run_demo(
     keep: bool = False,
     page: Path | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    err: TextIO | None = None,
 ) -> int:
     """Play the story; return the exit code. The workspace (databases, worker logs) is
-    removed after a run that passed, unless `keep`; a failed run keeps it for its logs. With
+    removed after a run that passed, unless `keep`; a failed run keeps it for its logs. A
+    database given as `db` is left as it was, unless `keep` (see `demo.database`). With
     `page`, the job's lease timeline is written there as an offline HTML page. `clock` times
-    the story's deadline and stamps the demo's lines."""
-    demo = Demo(db, out, clock=clock)
-    code = demo.run(page)
-    if code == 0 and not keep:
-        shutil.rmtree(demo.folder, ignore_errors=True)
-    elif code == 0:
-        out.write(f"\nworkspace kept: {demo.folder}\n")
-    return code
+    the story's deadline and stamps the demo's lines. Interrupted (Ctrl-C): the workers are
+    stopped and the workspace removed (unless `keep`), one line says so on `err`, and the
+    code is 130."""
+    # A URL tenure cannot use is refused before anything is made.
+    database = DemoDatabase.of(db, keep=keep)
+    closing = ExitStack()
+    folder: Path | None = None
+    demo: Demo | None = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
+        demo = Demo(database, folder, out, closing, clock=clock)
+        code = demo.run(page)
+        if code == 0 and not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif code == 0:
+            out.write(f"\nworkspace kept: {folder}\n")
+        return code
+    except KeyboardInterrupt:
+        if demo is not None:
+            demo.hurry = True
+        with _deferred_interrupts():
+            closing.close()
+            if folder is not None and not keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        said = "interrupted; the demo stopped its workers"
+        if folder is not None:
+            said += f"; workspace kept: {folder}" if keep else f" and removed {folder}"
+        if database.left is not None:
+            said += f"; {database.left}"
+        (err or sys.stderr).write(said + "\n")
+        return INTERRUPTED
+    except BaseException as exc:
+        with _deferred_interrupts():
+            closing.close()
+            # The worker logs of a run that broke are kept to be read; not for a reader gone.
+            logs = folder is not None and any(folder.glob("*.log"))
+            if folder is not None and not keep and (not logs or isinstance(exc, BrokenPipeError)):
+                shutil.rmtree(folder, ignore_errors=True)
+        if database.left is not None:
+            (err or sys.stderr).write(database.left + "\n")
+        raise
+
+
+@contextmanager
+def _atomically() -> Iterator[None]:
+    """What the block makes and puts on the closing stack is made whole: a Ctrl-C meanwhile
+    (which would leave a worker started but not known, say) is raised after it."""
+    with _deferred_interrupts() as pressed:
+        yield
+    if pressed:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def _deferred_interrupts() -> Iterator[list[int]]:
+    """Ctrl-C while the demo cleans up would leave part of it (a stopped worker, a schema):
+    it is noted, for the caller to act on once the cleanup is done."""
+    pressed: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 class Demo:
     """One run of the story, with everything it starts and must stop."""
 
-    def __init__(self, db: str | None, out: TextIO, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        database: DemoDatabase,
+        folder: Path,
+        out: TextIO,
+        closing: ExitStack,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.clock = clock
         self.out = out
-        self.folder = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
-        self.url = db or f"sqlite:///{self.folder / 'tenure.db'}"
-        self.is_postgres = not self.url.startswith("sqlite")
+        self.folder = folder
+        self.database = database
+        self.closing = closing
+        # Closed in the reverse order: the given database is cleaned last, once every
+        # worker and connection of the demo is gone.
+        closing.callback(database.remove)
         self.timeline = Timeline(out, out.isatty() and not os.environ.get("NO_COLOR"), clock=clock)
-        self.guard = FenceGuard(f"sqlite:///{self.folder / 'bank.db'}")
-        self.bank = Bank(self.guard)
-        self.server = BankServer(self.bank)
+        with _atomically():
+            self.guard = FenceGuard(f"sqlite:///{self.folder / 'bank.db'}")
+            closing.callback(self.guard.close)
+            self.bank = Bank(self.guard)
+            self.server = BankServer(self.bank)
+            closing.callback(self.server.close)
         self.proxy: TcpProxy | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        # Interrupted: the workers are killed, not asked to shut down (a stalled W1 would
+        # take seconds, and what they would save is removed).
+        self.hurry = False
         self.deadline = clock.monotonic() + DEADLINE_SECONDS
 
     def run(self, page: Path | None = None) -> int:
-        self.out.write(
-            f"tenure demo: database {self.url.rsplit('@', maxsplit=1)[-1]}\n"
-            f"             workspace {self.folder}\n\n"
-        )
-        ledger = tenure.connect(self.url)
+        self.database.open(self.folder)
+        self.out.write(f"tenure demo: database {self.database.shown}\n")
+        self.out.write(f"             workspace {self.folder}\n\n")
+        self.out.flush()
+        ledger = tenure.connect(self.database.url)
+        self.closing.callback(ledger.close)
         try:
             job_id = self.play(ledger)
             job, events = ledger.get(job_id), ledger.events(job_id)
             drawn = None if page is None else job_life_page(ledger, job_id)
         except TimeoutError as exc:
+            self.close()
             self.timeline.render()
             self.out.write(f"\nFAILED: {exc} (logs in {self.folder})\n")
+            self._say_left()
             return 1
-        finally:
-            self.stop()
-            ledger.close()
+        self.close()
         owners = _owners_of(events)
         for event in events:
             self.timeline.lines.append(
@@ -126,6 +212,7 @@ class Demo:
         )
         self.timeline.render()
         code = _summary(self.out, job, events, self.bank, owners)
+        self._say_left()
         if page is not None and drawn is not None:
             try:
                 page.write_text(drawn, "utf-8")
@@ -137,20 +224,32 @@ class Demo:
             self.out.write("\nSee it drawn: tenure demo --timeline demo.html\n")
         return code
 
+    def close(self) -> None:
+        """Stop the workers, close what the demo opened, clean the given database. A Ctrl-C
+        meanwhile waits for the end of it."""
+        with _atomically():
+            self.closing.close()
+
+    def _say_left(self) -> None:
+        if self.database.left is not None:
+            self.out.write(f"\n{self.database.left}\n")
+
     def play(self, ledger: tenure.Ledger) -> str:
         """W1 stalls between its check and its send; W2 takes over; W1 comes back."""
-        w1_url = self.url
-        if self.is_postgres:
-            upstream, through = postgres_upstream(self.url)
-            self.proxy = TcpProxy(upstream)
+        w1_url = self.database.url
+        if not w1_url.startswith("sqlite"):
+            upstream, through = postgres_upstream(w1_url)
+            with _atomically():
+                self.proxy = TcpProxy(upstream)
+                self.closing.callback(self.proxy.close)
             w1_url = through(self.proxy.port)
         job_id = ledger.submit(
-            "invoice", {"invoice": "INV-1042", "amount_cents": 12900}, max_attempts=3
+            self.database.kind, {"invoice": "INV-1042", "amount_cents": 12900}, max_attempts=3
         )
         w1 = self.start("W1", w1_url)
         self.until((self.folder / f"checked-{w1.pid}").exists, "W1 at the charge")
         self.stall(w1)
-        self.start("W2", self.url)
+        self.start("W2", self.database.url)
         self.until(lambda: ledger.get(job_id).terminal, "W2 to finish the job")
         self.resume(w1)
         owners = _owners_of(ledger.events(job_id))
@@ -194,23 +293,28 @@ class Demo:
 
     def start(self, name: str, worker_url: str) -> subprocess.Popen[bytes]:
         env = {
-            **os.environ,
             "TENURE_DEMO_DIR": str(self.folder),
             "TENURE_DEMO_BANK": self.server.url,
+            "TENURE_DEMO_KIND": self.database.kind,
+            # The worker's database is its --db: the environment says the same.
+            "TENURE_DATABASE_URL": worker_url,
         }
-        proc = spawn_worker(
-            "tenure.demo.app:app",
-            worker_url,
-            self.folder / f"{name}.log",
-            "--concurrency",
-            "1",
-            "--poll",
-            "0.05",
-            "--grace",
-            "1",
-            env=env,
-        )
-        self.workers[name] = proc
+        with _atomically():
+            if not self.workers:
+                self.closing.callback(self._stop_workers)
+            proc = spawn_worker(
+                "tenure.demo.app:app",
+                worker_url,
+                self.folder / f"{name}.log",
+                "--concurrency",
+                "1",
+                "--poll",
+                "0.05",
+                "--grace",
+                "1",
+                env=env,
+            )
+            self.workers[name] = proc
         self.timeline.demo(f"{name} started (pid {proc.pid})")
         return proc
 
@@ -220,9 +324,11 @@ class Demo:
                 raise TimeoutError(f"gave up waiting for {what}")
             self.clock.sleep(0.01)
 
-    def stop(self) -> None:
+    def _stop_workers(self) -> None:
         for proc in self.workers.values():
-            if proc.poll() is None:
+            if proc.poll() is None and self.hurry:
+                proc.kill()
+            elif proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
         for proc in self.workers.values():
@@ -230,10 +336,7 @@ class Demo:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        self.server.close()
-        self.guard.close()
-        if self.proxy is not None:
-            self.proxy.close()
+                proc.wait()
 
 
 def _owners_of(events: list[tenure.Event]) -> dict[str | None, str]:

@@ -47,6 +47,7 @@ from tenure.runtime.latency import LatencyHistogram
 from tenure.runtime.outcomes import Outcomes
 from tenure.runtime.run import JobRun, Write
 from tenure.runtime.scheduler import Scheduler
+from tenure.runtime.sizing import worker_pool_size
 from tenure.runtime.supervisor import Supervisor
 from tenure.runtime.threads import HandlerThreads, join_thread
 from tenure.types import CancelReason, Lease, WorkerCount
@@ -163,10 +164,8 @@ class Worker:
         """Connect and start the side tasks (see the module docstring). Idempotent."""
         if self._live is not None:
             return self
-        # A connection for each handler that writes a stage, plus the claim loop, the
-        # committer, the renewer and the settle pool (PostgreSQL opens them as needed).
-        pool_size = max(
-            int(self.app.connect_options.get("pool_size", 4)), min(self.concurrency, 32) + 4
+        pool_size = worker_pool_size(
+            self.concurrency, int(self.app.connect_options.get("pool_size", 4))
         )
         ledger = self.app.connect(self._url, pool_size=pool_size)
         port = lease_port(ledger)

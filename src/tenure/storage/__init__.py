@@ -25,6 +25,7 @@ __all__ = [
     "KeyedJob",
     "NewJob",
     "Store",
+    "check_url",
     "open_store",
 ]
 
@@ -42,8 +43,7 @@ def open_store(
     `listen_url` (PostgreSQL) names a direct connection for LISTEN when `url` is a pooler's;
     without it, `$TENURE_LISTEN_URL`.
     """
-    if not isinstance(url, str) or not url:
-        raise UnsupportedDatabase("the database URL must be a non-empty string")
+    check_url(url)
     if listen_url is not None and (not isinstance(listen_url, str) or not listen_url):
         raise UnsupportedDatabase("the LISTEN URL must be a non-empty string")
     if url.startswith(SQLITE_PREFIX):
@@ -54,16 +54,39 @@ def open_store(
         from tenure.storage.sqlite.store import SqliteStore
 
         return SqliteStore(url, timeout=timeout)
-    if url.startswith(POSTGRES_PREFIXES):
-        from tenure.storage.postgres.store import PostgresStore
+    from tenure.storage.postgres.store import PostgresStore
 
-        listen_url = listen_url or os.environ.get(LISTEN_URL_ENV) or None
-        if listen_url is not None and not listen_url.startswith(POSTGRES_PREFIXES):
+    listen_url = listen_url or os.environ.get(LISTEN_URL_ENV) or None
+    if listen_url is not None and not listen_url.startswith(POSTGRES_PREFIXES):
+        raise UnsupportedDatabase(
+            f"the LISTEN URL must be a postgresql:// URL of the same database, got "
+            f"{listen_url.split(':', 1)[0]!r}"
+        )
+    return PostgresStore(url, timeout=timeout, pool_size=pool_size, listen_url=listen_url)
+
+
+def check_url(url: str) -> None:
+    """Refuse a database URL tenure cannot use (`UnsupportedDatabase`), before connecting
+    or creating anything."""
+    if not isinstance(url, str) or not url:
+        raise UnsupportedDatabase("the database URL must be a non-empty string")
+    if url.startswith(SQLITE_PREFIX):
+        rest = url.removeprefix(SQLITE_PREFIX).split("?", 1)[0]
+        if rest and not rest.startswith("/"):
             raise UnsupportedDatabase(
-                f"the LISTEN URL must be a postgresql:// URL of the same database, got "
-                f"{listen_url.split(':', 1)[0]!r}"
+                f"{url} names host {rest.split('/', 1)[0]!r}; a SQLite URL is "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
-        return PostgresStore(url, timeout=timeout, pool_size=pool_size, listen_url=listen_url)
+        from tenure.storage.sqlite.store import path_from_url
+
+        path_from_url(url)
+        return
+    if url.startswith(POSTGRES_PREFIXES):
+        from tenure.storage.postgres.pooling import split_choices
+        from tenure.storage.postgres.urls import parse_url
+
+        parse_url(split_choices(url)[0])
+        return
     if url.startswith("sqlite:"):
         raise UnsupportedDatabase(
             f"{url!r} is missing the slashes: a SQLite URL is sqlite:///relative/path.db or "

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
@@ -38,11 +39,17 @@ def find_pgbouncer() -> str:
 
 class PgBouncer:
     """`pgbouncer` on a free loopback port forwarding every database to `upstream_url`'s
-    server, as `upstream_url`'s user, pooling per transaction. `clock` times the wait for it
-    to listen."""
+    server, as `upstream_url`'s user, pooling per transaction. `settings` are more lines of
+    its `[pgbouncer]` section (`max_client_conn`, `default_pool_size`, …). `clock` times the
+    wait for it to listen."""
 
     def __init__(
-        self, upstream_url: str, *, pool_mode: str = "transaction", clock: Clock = SYSTEM_CLOCK
+        self,
+        upstream_url: str,
+        *,
+        pool_mode: str = "transaction",
+        settings: Mapping[str, str] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.clock = clock
         self.binary = find_pgbouncer()
@@ -65,7 +72,8 @@ class PgBouncer:
             "auth_type = any\n"
             f"pool_mode = {pool_mode}\n"
             f"logfile = {self.log}\n"
-            f"pidfile = {self.folder / 'pgbouncer.pid'}\n",
+            f"pidfile = {self.folder / 'pgbouncer.pid'}\n"
+            + "".join(f"{name} = {value}\n" for name, value in (settings or {}).items()),
             encoding="utf-8",
         )
         if self._run_as is not None:

@@ -44,6 +44,7 @@ from tenure.storage.postgres.connecting import check_listen_url, plan_connection
 from tenure.storage.postgres.failures import CommitWatches, classify
 from tenure.storage.postgres.listener import PostgresListener
 from tenure.storage.postgres.pooling import settings_statement
+from tenure.storage.postgres.refusals import POOL_NAME, ConnectRefusals
 from tenure.storage.postgres.watchdog import Watchdog, sever_socket
 from tenure.storage.queries import load_queries
 from tenure.storage.rows import (
@@ -155,6 +156,7 @@ class PostgresStore(SqlStore):
         self._checking_lock = threading.Lock()
         self._floors = ClaimFloors()
         self._rescue_turns = RescueTurns(self._write_rows)
+        self._refusals = ConnectRefusals(self._where)
         connection_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
         if not self._plan.prepare:
             connection_options["prepare_threshold"] = None
@@ -164,10 +166,10 @@ class PostgresStore(SqlStore):
                 min_size=1,
                 max_size=max(1, pool_size),
                 kwargs=connection_options,
-                connection_class=psycopg.Connection[DictRow],
+                connection_class=self._refusals.connection_class(),
                 timeout=timeout,
                 open=False,
-                name="tenure",
+                name=POOL_NAME,
                 configure=self._commits.watch,
             )
         )
@@ -175,10 +177,7 @@ class PostgresStore(SqlStore):
             self._pool.open(wait=True, timeout=timeout)
         except psycopg_pool.PoolTimeout as exc:
             self._pool.close()
-            raise StoreUnavailable(
-                f"cannot connect to {self._where} within {timeout:g}s: is it running, "
-                "and does the URL name the right host, user and database?"
-            ) from exc
+            raise self._refusals.unavailable(exc, f"within {timeout:g}s") from exc
         try:
             self._schema = str(self._read_rows("current_schema")[0]["schema"])
             if listen_url is not None:
@@ -217,6 +216,9 @@ class PostgresStore(SqlStore):
     def _translate(self) -> Iterator[None]:
         try:
             yield
+        except psycopg_pool.PoolTimeout as exc:
+            self._check_pool_soon()
+            raise self._refusals.unavailable(exc, f"within {self._timeout:g}s") from exc
         except Exception as exc:
             error = classify(exc, self._where)
             if error is None:

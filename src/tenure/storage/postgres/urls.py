@@ -27,12 +27,44 @@ def tenure_settings(timeout: float, *, prepare: bool = True) -> list[tuple[str, 
 
 
 def parse_url(url: str) -> dict[str, str | int | None]:
-    """libpq's reading of a URL, as an error of tenure's when it cannot read it."""
+    """libpq's reading of a URL, as an error of tenure's when it cannot read it or when a
+    parameter libpq reads as an integer is not one (libpq would say so only on connecting,
+    or not at all for those tenure sets itself)."""
     try:
         params: dict[str, str | int | None] = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise UnsupportedDatabase(f"cannot parse the PostgreSQL URL: {exc}") from exc
+    for name in _INTEGER_PARAMETERS:
+        value = params.get(name)
+        if value is not None and not _is_int(str(value)):
+            raise UnsupportedDatabase(
+                f"{name}={value} in the PostgreSQL URL is not a whole number; libpq reads "
+                f"{name} as one"
+            )
+    for port in str(params.get("port") or "").split(","):
+        if port.strip() and not (_is_int(port) and 1 <= int(port) <= 65535):
+            raise UnsupportedDatabase(
+                f"port={params['port']} in the PostgreSQL URL: a port is a whole number from "
+                "1 to 65535 (one per host, comma-separated)"
+            )
     return params
+
+
+# libpq's connection parameters that are integers (besides `port`, a list of them).
+_INTEGER_PARAMETERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+# What libpq's own parsing accepts: a signed decimal int with spaces around it.
+_INT = re.compile(r"\s*[+-]?\d{1,10}\s*")
+
+
+def _is_int(text: str) -> bool:
+    return _INT.fullmatch(text) is not None and -(2**31) <= int(text) < 2**31
 
 
 def build_conninfo(url: str, timeout: float, *, startup_options: bool = True) -> str:
@@ -131,7 +163,7 @@ def explain_connect_error(error: psycopg.Error, where: str) -> str:
 
 def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], str]]:
     """Where a proxy in front of this PostgreSQL forwards to, and the URL through it."""
-    params = conninfo.conninfo_to_dict(url)
+    params = parse_url(url)
     host = str(params.pop("host", None) or "/var/run/postgresql")
     port = int(params.pop("port", None) or 5432)
     user = quote(str(params.pop("user", None) or "postgres"))
