@@ -10,10 +10,11 @@ a process makes at start.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus
 
 DEFAULT_URL = "sqlite:///tenure.db"
 URL_ENV = "TENURE_DATABASE_URL"
@@ -60,22 +61,29 @@ def without_app(option: str | None) -> ChosenDatabase:
 
 
 def shown_url(url: str) -> str:
-    """`url` with the password of its user part replaced by `***` (a query's `password=` too):
-    safe to print and to log."""
+    """`url` with every password replaced by `***`: the user part's (`user:***@host`), a query's
+    `password=` or `sslpassword=` (however its name is escaped), and a libpq keyword/value
+    string's (`password=***`). Safe to print and to log."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
+        return _KEYWORD_PASSWORD.sub(r"\g<1>***", url)
+    before_query, question, query = rest.partition("?")
+    user, at, after = before_query.rpartition("@")
     if at and ":" in user:
-        authority = f"{user.split(':', 1)[0]}:***@{host}"
-    path, question, query = tail.partition("?")
+        before_query = f"{user.split(':', 1)[0]}:***@{after}"
     if question:
-        query = "&".join(
-            "password=***" if part.lower().startswith("password=") else part
-            for part in query.split("&")
-        )
-    return f"{scheme}{sep}{authority}{slash}{path}{question}{query}"
+        query = "&".join(_masked_parameter(part) for part in query.split("&"))
+    return f"{scheme}{sep}{before_query}{question}{query}"
+
+
+_KEYWORD_PASSWORD = re.compile(r"(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
+
+
+def _masked_parameter(part: str) -> str:
+    name, equals, _ = part.partition("=")
+    if equals and unquote_plus(name).strip().lower().endswith("password"):
+        return f"{name}=***"
+    return part
 
 
 def same_database(first: str, second: str, *, folder: Path | None = None) -> bool:
@@ -99,18 +107,41 @@ def _identity(url: str, folder: Path | None) -> tuple[str, ...]:
 
 
 def _postgres_identity(url: str) -> tuple[str, ...]:
-    """Host(s) with port(s), database, user and options, as a URL or its query says them."""
-    parts = urlsplit(url)
-    authority = parts.netloc.rpartition("@")
-    user = unquote(authority[0].split(":", 1)[0])
-    query = {name: value for name, value in parse_qsl(parts.query)}
-    hosts = query.get("host") or unquote(authority[2]).lower()
-    if query.get("port"):
-        hosts = f"{hosts}:{query['port']}"
-    if hosts.endswith(":5432"):
-        hosts = hosts.removesuffix(":5432")
-    dbname = query.get("dbname") or unquote(parts.path.lstrip("/"))
-    return (hosts, dbname, query.get("user") or user, query.get("options") or "")
+    """What names a PostgreSQL database in a URL, as libpq reads it: each host with its port
+    (5432 when none is given; the query's `host`, `hostaddr`, `port` and `dbname` win over the
+    URL's), the database, the user, a `service`, and the `search_path` of its `options`
+    (tenure's schemas); connection settings such as timeouts are left out."""
+    before_query, _, query_text = url.split("://", 1)[1].partition("?")
+    user_part, at, rest = before_query.rpartition("@")
+    host_part, _, path = rest.partition("/")
+    query = dict(parse_qsl(query_text, keep_blank_values=True))
+    hosts = [unquote(h) for h in (query.get("host") or host_part).split(",")]
+    ports = [p for p in query.get("port", "").split(",") if p]
+    if not ports:
+        hosts_ports = [_host_port(host) for host in hosts]
+    else:
+        ports *= len(hosts) if len(ports) == 1 else 1
+        hosts_ports = [(_host_port(h)[0], p) for h, p in zip(hosts, ports, strict=False)]
+    user = query.get("user") or (unquote(user_part.split(":", 1)[0]) if at else "")
+    dbname = query.get("dbname") or unquote(path)
+    search_path = re.search(r"search_path\s*=\s*([^\s]+)", unquote(query.get("options", "")))
+    return (
+        ",".join(f"{host.lower()}:{port or '5432'}" for host, port in hosts_ports),
+        query.get("hostaddr", ""),
+        dbname,
+        user,
+        query.get("service", ""),
+        search_path.group(1) if search_path else "",
+    )
+
+
+def _host_port(text: str) -> tuple[str, str]:
+    """`host:port`, `[v6]:port` or `host` as (host, port or "")."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = text.partition(":")
+    return host, port
 
 
 def differs_from_environment(chosen: ChosenDatabase, *, folder: Path | None = None) -> str | None:
@@ -118,9 +149,7 @@ def differs_from_environment(chosen: ChosenDatabase, *, folder: Path | None = No
     this process chose (None: no warning): jobs submitted by `tenure submit`, `status` or a
     client that reads the environment would then queue where this process does not look."""
     from_environment = environment_url()
-    if from_environment is None or chosen.source is UrlSource.ENVIRONMENT:
-        return None
-    if same_database(chosen.url, from_environment, folder=folder):
+    if from_environment is None or same_database(chosen.url, from_environment, folder=folder):
         return None
     return (
         f"this process uses {chosen.shown} (from {chosen.source}), but {URL_ENV} names "

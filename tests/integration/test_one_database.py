@@ -231,3 +231,38 @@ def _logged(log: Path, event: str) -> dict[str, Any] | None:
         if text.startswith("{") and json.loads(text)["event"] == event:
             return dict(json.loads(text))
     return None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://db?password=s3cret",
+        "postgresql://?host=db&user=app&password=s3cret",
+        "postgresql://app:ab/s3cret@db/prod",
+        "postgresql://app@db/prod?sslpassword=s3cret&%70assword=s3cret",
+        "host=db user=app password=s3cret dbname=jobs",
+        "host=db password='s3cret with spaces' dbname=jobs",
+    ],
+)
+def test_no_form_of_a_url_shows_its_password(
+    url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert "s3cret" not in shown_url(url)
+    monkeypatch.setenv("TENURE_DATABASE_URL", url)
+    warning = differs_from_environment(ChosenDatabase(_sqlite(tmp_path, "t.db"), UrlSource.APP))
+    assert warning is not None and "s3cret" not in warning
+
+
+def test_doctor_says_a_sqlite_url_that_cannot_work_does_not_answer(tmp_path: Path) -> None:
+    for url in ("sqlite:///no/such/folder/x.db", "sqlite://host.db"):
+        result = tenure_cli("doctor", "--db", url, cwd=tmp_path)
+        assert result.returncode == 1, (url, result.stdout)
+        assert "does not answer" in result.stdout
+
+
+def test_a_missing_dependency_of_the_app_is_not_a_missing_app(tmp_path: Path) -> None:
+    """`openai_tasks` that imports a missing `openai`: the import error, not "no module"."""
+    (tmp_path / "absentdep_tasks.py").write_text("import absentdep\n", encoding="utf-8")
+    result = tenure_cli("worker", "absentdep_tasks:app", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "cannot import 'absentdep_tasks': No module named 'absentdep'" in result.stderr

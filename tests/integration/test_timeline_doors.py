@@ -14,7 +14,7 @@ import tenure
 from tenure import keys
 from tenure.ledger import lease_port
 from tenure.service import ServiceSettings
-from tests.support.cli import tenure_cli
+from tests.support.cli import kept_demo, tenure_cli
 from tests.support.service import LiveServer
 
 CONTENT = "PAYLOAD-QUESTION-4410"
@@ -102,17 +102,7 @@ def test_the_command_line_draws_writes_and_refuses(
 def test_the_demo_writes_its_jobs_timeline(tmp_path: Path) -> None:
     page = tmp_path / "demo.html"
     db = f"sqlite:///{tmp_path / 'demo.db'}"
-    # --keep: the demo keeps its job in the given database (and its workspace, in tmp_path).
-    played = tenure_cli(
-        "demo",
-        "--db",
-        db,
-        "--keep",
-        "--timeline",
-        str(page),
-        env={"TMPDIR": str(tmp_path)},
-        timeout=120,
-    )
+    played = kept_demo(db, page, tmp_path)
     assert played.returncode == 0, played.stdout + played.stderr
     assert f"The job's lease timeline, drawn: {page}" in played.stdout
     html = page.read_text("utf-8")

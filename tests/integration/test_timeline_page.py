@@ -16,7 +16,7 @@ from tenure import keys
 from tenure.service import ServiceSettings
 from tenure.types import EventType
 from tests.support.browser import apps_worker, screenshot
-from tests.support.cli import tenure_cli
+from tests.support.cli import kept_demo, tenure_cli
 from tests.support.pairs import claim_when_promoted, started_pair
 from tests.support.service import LiveServer
 
@@ -43,18 +43,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     folder = tmp_path_factory.mktemp("demo")
     db = f"sqlite:///{folder / 'demo.db'}"
     page = folder / "demo.html"
-    # --keep: the demo keeps its job in the given database (and its workspace, in `folder`).
-    run = tenure_cli(
-        "demo",
-        "--db",
-        db,
-        "--keep",
-        "--timeline",
-        str(page),
-        cwd=folder,
-        env={"TMPDIR": str(folder)},
-        timeout=120,
-    )
+    run = kept_demo(db, page, folder)
     assert run.returncode == 0, run.stdout + run.stderr
     with tenure.connect(db) as ledger:
         [job] = ledger.list(kind="invoice")

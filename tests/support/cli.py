@@ -48,3 +48,12 @@ def tenure_process(*args: str, output: IO[bytes], db: str | None = None) -> subp
     return subprocess.Popen(
         [sys.executable, "-m", "tenure.cli", *args], stdout=output, stderr=output, env=cli_env(db)
     )
+
+
+def kept_demo(db: str, page: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`tenure demo --db DB --keep --timeline PAGE` run in `folder`: the demo keeps its job in
+    the given database, and its workspace in `folder` (its TMPDIR), for a test to look at."""
+    return tenure_cli(
+        "demo", "--db", db, "--keep", "--timeline", str(page), cwd=folder,
+        env={"TMPDIR": str(folder)}, timeout=120,
+    )  # fmt: skip

@@ -58,6 +58,12 @@ from tenure.types import JobState
 
 Command = Callable[[Ledger, argparse.Namespace], int]
 
+# The commands that run an app: its `App(url)` comes before the environment.
+APP_DB_HELP = (
+    f"database URL (default: the URL the app gives App(url), else $TENURE_DATABASE_URL, else "
+    f"{DEFAULT_DB})"
+)
+
 
 Standalone = Callable[[argparse.Namespace], int]
 
@@ -334,6 +340,7 @@ def _add_process_commands(sub: Any) -> None:
         "declare the tasks extension get the job as a durable task. Needs the extra: pip "
         "install 'tenure[mcp]' (from a clone: pip install -e '.[mcp]').",
         listen=True,
+        db_help=APP_DB_HELP,
     )
     _app_target(p)
     p.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
@@ -372,8 +379,8 @@ def _add_process_commands(sub: Any) -> None:
         "Starts a fenced bank on 127.0.0.1 and two worker processes on a temporary SQLite "
         "database (or --db URL) and shows, for real, what tenure guarantees.",
         db_help="database URL (default: a new SQLite file in a temporary workspace, removed "
-        "at the end); a given database is left as it was (PostgreSQL: a schema of the demo's "
-        "own, dropped; SQLite: the demo's jobs deleted)",
+        "at the end); a given database keeps none of the demo's jobs (PostgreSQL: a schema of "
+        "the demo's own, dropped; SQLite: the demo's jobs deleted, the file migrated)",
     )
     p.add_argument(
         "--keep",
@@ -493,6 +500,7 @@ def _add_worker_command(sub: Any) -> None:
         "Claim and run jobs with the handlers of MODULE:APP until SIGTERM/SIGINT (a second "
         "signal skips the grace period).",
         listen=True,
+        db_help=APP_DB_HELP,
     )
     _app_target(p)
     p.add_argument(

@@ -113,17 +113,19 @@ def load_app(target: str, app_dir: str | None = None) -> App:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise UsageError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {target!r}")
-    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
-        raise UsageError(_file_target_hint(module_name, attribute))
     folder = os.getcwd() if app_dir is None else os.path.abspath(app_dir)
     if not os.path.isdir(folder):
         raise UsageError(f"--app-dir {app_dir!r} is not a folder")
+    if "/" in module_name or os.path.isfile(os.path.join(folder, module_name)):
+        raise UsageError(_file_target_hint(module_name, attribute))
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+        if exc.name is not None and (
+            exc.name == module_name or module_name.startswith(f"{exc.name}.")
+        ):
             raise UsageError(
                 f"no module {module_name!r} in {folder} (MODULE is a dotted module name "
                 "importable from the current folder, or from --app-dir)"

@@ -18,6 +18,8 @@ from tenure.database_url import (
     without_app,
 )
 from tenure.errors import TenureError
+from tenure.storage import check_url
+from tenure.storage.sqlite.store import path_from_url
 
 # Doctor asks; it does not wait long for a database that does not answer.
 _CONNECT_TIMEOUT = 3.0
@@ -65,10 +67,12 @@ def distinct(rows: list[ProcessDatabase]) -> list[str]:
 
 def check(url: str) -> DatabaseCheck:
     """Whether `url` answers. A SQLite file that does not exist yet is not created."""
-    if url.startswith("sqlite:///"):
-        path = url.removeprefix("sqlite:///").split("?", 1)[0]
-        if path and path != ":memory:" and not os.path.exists(path):
+    try:
+        check_url(url)
+        if url.startswith("sqlite:///") and not os.path.exists(path_from_url(url)):
             return DatabaseCheck(url, True, "no file yet: the first process creates it")
+    except TenureError as exc:
+        return DatabaseCheck(url, False, str(exc))
     from tenure.ledger import connect
 
     try:

@@ -1,4 +1,4 @@
-"""Where the demo's jobs live, so that a database given with `--db` is left as it was.
+"""Where the demo's jobs live, so that a database given with `--db` keeps none of them.
 
 Without `--db`: a new SQLite file in the demo's workspace, which goes with it. On PostgreSQL: a
 schema of the demo's own in the given database, made at the start and dropped at the end (its
@@ -59,7 +59,11 @@ class DemoDatabase:
         else:
             # Named before it is made: an interrupted CREATE is dropped all the same.
             self.schema = f"tenure_demo_{secrets.token_hex(6)}"
-            create_schema(self.given, self.schema)
+            try:
+                create_schema(self.given, self.schema)
+            except TenureError:
+                self.schema = None  # the CREATE failed: nothing of the demo's is there
+                raise
             self.url = in_schema(self.given, self.schema)
 
     @property
@@ -76,8 +80,8 @@ class DemoDatabase:
         return said if self.keep else f"{said} (deleted at the end)"
 
     def remove(self) -> None:
-        """Leave the given database as it was (unless `keep`), once no worker of the demo is
-        left; what stays in it, and how to remove it, goes to `left`."""
+        """Take the demo's jobs out of the given database (unless `keep`), once no worker of
+        the demo is left; what stays in it, and how to remove it, goes to `left`."""
         if self.keep:
             self.left = self._kept()
             return

@@ -78,7 +78,7 @@ def run_demo(
 ) -> int:
     """Play the story; return the exit code. The workspace (databases, worker logs) is
     removed after a run that passed, unless `keep`; a failed run keeps it for its logs. A
-    database given as `db` is left as it was, unless `keep` (see `demo.database`). With
+    database given as `db` keeps none of the demo's jobs, unless `keep` (see `demo.database`). With
     `page`, the job's lease timeline is written there as an offline HTML page. `clock` times
     the story's deadline and stamps the demo's lines. Interrupted (Ctrl-C): the workers are
     stopped and the workspace removed (unless `keep`), one line says so on `err`, and the

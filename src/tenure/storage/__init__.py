@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from tenure.database_url import shown_url
 from tenure.errors import UnsupportedDatabase
 from tenure.storage.base import (
     FenceRecord,
@@ -60,7 +61,7 @@ def open_store(
     if listen_url is not None and not listen_url.startswith(POSTGRES_PREFIXES):
         raise UnsupportedDatabase(
             f"the LISTEN URL must be a postgresql:// URL of the same database, got "
-            f"{listen_url.split(':', 1)[0]!r}"
+            f"{_scheme_of(listen_url)!r}"
         )
     return PostgresStore(url, timeout=timeout, pool_size=pool_size, listen_url=listen_url)
 
@@ -92,8 +93,13 @@ def check_url(url: str) -> None:
             f"{url!r} is missing the slashes: a SQLite URL is sqlite:///relative/path.db or "
             "sqlite:////absolute/path.db"
         )
-    scheme = url.split(":", 1)[0] if ":" in url else url
     raise UnsupportedDatabase(
-        f"unknown database URL scheme {scheme!r}: use sqlite:///path/to/file.db "
+        f"unknown database URL scheme {_scheme_of(url)!r}: use sqlite:///path/to/file.db "
         "or postgresql://user@host/dbname"
     )
+
+
+def _scheme_of(url: str) -> str:
+    """A URL's scheme for a message; a text without one (a libpq keyword/value string) shown
+    with its password masked."""
+    return url.split(":", 1)[0] if "://" in url else shown_url(url)

@@ -12,7 +12,7 @@ from psycopg import sql
 
 from tenure.errors import StoreUnavailable, UnsupportedDatabase
 from tenure.storage.postgres.pooling import split_choices
-from tenure.storage.postgres.urls import build_conninfo, describe
+from tenure.storage.postgres.urls import build_conninfo, describe, explain_connect_error
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -56,10 +56,20 @@ def _run(url: str, statement: sql.Composed, timeout: float) -> None:
     conninfo = build_conninfo(stripped, timeout, startup_options=False)
     millis = str(max(1, int(timeout * 1000)))
     try:
-        with psycopg.connect(conninfo, autocommit=True) as conn, conn.transaction():
+        connection = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreUnavailable(explain_connect_error(exc, describe(stripped))) from exc
+    try:
+        with connection as conn, conn.transaction():
             for setting in ("lock_timeout", "statement_timeout"):
                 conn.execute("SELECT set_config(%s, %s, true)", (setting, millis))
             conn.execute(statement)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise UnsupportedDatabase(
+            f"{describe(stripped)} refused {statement.as_string(None)}: the user may not; "
+            "`tenure demo --db` runs in a schema of its own there (grant CREATE on the "
+            "database, or leave --db out)"
+        ) from exc
     except psycopg.Error as exc:
         raise StoreUnavailable(
             f"{describe(stripped)}: {statement.as_string(None)} failed: {exc}"

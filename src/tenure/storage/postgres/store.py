@@ -177,7 +177,7 @@ class PostgresStore(SqlStore):
             self._pool.open(wait=True, timeout=timeout)
         except psycopg_pool.PoolTimeout as exc:
             self._pool.close()
-            raise self._refusals.unavailable(exc, f"within {timeout:g}s") from exc
+            raise self._refusals.unavailable(exc, timeout) from exc
         try:
             self._schema = str(self._read_rows("current_schema")[0]["schema"])
             if listen_url is not None:
@@ -218,7 +218,7 @@ class PostgresStore(SqlStore):
             yield
         except psycopg_pool.PoolTimeout as exc:
             self._check_pool_soon()
-            raise self._refusals.unavailable(exc, f"within {self._timeout:g}s") from exc
+            raise self._refusals.unavailable(exc, self._timeout) from exc
         except Exception as exc:
             error = classify(exc, self._where)
             if error is None:

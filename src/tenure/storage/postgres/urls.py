@@ -6,12 +6,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import psycopg
 from psycopg import conninfo
 
 from tenure.errors import UnsupportedDatabase
+from tenure.storage.postgres.pooling import split_choices
 
 
 def tenure_settings(timeout: float, *, prepare: bool = True) -> list[tuple[str, str]]:
@@ -43,9 +44,11 @@ def parse_url(url: str) -> dict[str, str | int | None]:
             )
     for port in str(params.get("port") or "").split(","):
         if port.strip() and not (_is_int(port) and 1 <= int(port) <= 65535):
+            # Not repeated: a password with an unescaped "/" reads as host:port ("app:s3cret").
             raise UnsupportedDatabase(
-                f"port={params['port']} in the PostgreSQL URL: a port is a whole number from "
-                "1 to 65535 (one per host, comma-separated)"
+                "the PostgreSQL URL's port is not a whole number from 1 to 65535 (one per "
+                "host, comma-separated); a password with /, ? or # in it must be "
+                "percent-encoded (/ is %2F)"
             )
     return params
 
@@ -162,8 +165,15 @@ def explain_connect_error(error: psycopg.Error, where: str) -> str:
 
 
 def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], str]]:
-    """Where a proxy in front of this PostgreSQL forwards to, and the URL through it."""
-    params = parse_url(url)
+    """Where a proxy in front of this PostgreSQL forwards to, and the URL through it (with
+    the URL's own `pooler=` and `prepare=`, which are tenure's, not libpq's)."""
+    stripped, _ = split_choices(url)
+    ours = [
+        part
+        for part in url.partition("?")[2].split("&")
+        if unquote(part.partition("=")[0]) in ("pooler", "prepare")
+    ]
+    params = parse_url(stripped)
     host = str(params.pop("host", None) or "/var/run/postgresql")
     port = int(params.pop("port", None) or 5432)
     user = quote(str(params.pop("user", None) or "postgres"))
@@ -174,7 +184,9 @@ def postgres_upstream(url: str) -> tuple[tuple[str, int] | str, Callable[[int], 
     )
     auth = f"{user}:{quote(str(password))}" if password else user
     # Percent-encoded (`%20`, never `+`, which libpq reads as a plus sign).
-    query = urlencode({k: str(v) for k, v in params.items()}, quote_via=quote)
+    query = "&".join(
+        filter(None, [urlencode({k: str(v) for k, v in params.items()}, quote_via=quote), *ours])
+    )
 
     def through(proxy_port: int) -> str:
         return f"postgresql://{auth}@127.0.0.1:{proxy_port}/{dbname}" + (
