@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tenure import App
@@ -214,15 +215,26 @@ def test_serve_on_another_database_than_the_environment_warns_at_start(tmp_path:
     environment = _sqlite(tmp_path, "environment.db")
     own = _sqlite(tmp_path, "own.db")
     log = tmp_path / "serve.log"
+    port = free_port()
     with open(log, "wb") as output:
         process = tenure_process(
-            "serve", "--db", own, "--port", str(free_port()), output=output, db=environment
+            "serve", "--db", own, "--port", str(port), output=output, db=environment
         )
+
+    def answering() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        except httpx.TransportError:
+            assert process.poll() is None, log.read_text()
+            return False
+
     try:
-        line = poll(lambda: _logged(log, "database_differs"), 30, "serve's warning")
+        poll(answering, 60, "tenure serve to answer")
+        line = _logged(log, "database_differs")
     finally:
         process.terminate()
         process.wait(timeout=30)
+    assert line is not None, log.read_text()
     assert (line["database"], line["source"], line["environment"]) == (own, "--db", environment)
 
 
