@@ -43,6 +43,7 @@ def serve(
         )
         if threading.current_thread() is threading.main_thread():
             # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
-            # handler it found: make that one a no-op, so a requested stop exits 0.
-            signal.signal(signal.SIGTERM, lambda *_: None)
+            # handler it found: that one only asks the server to stop, so a requested stop
+            # exits 0, and a SIGTERM that comes before uvicorn listens for it still stops it.
+            signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
         server.run()
