@@ -7,7 +7,8 @@ session opens a transaction and holds it, as an idle analytics query or a forgot
 would; then --jobs short jobs are submitted, claimed and completed through the ledger, and
 --queued more are left waiting. The claim a worker sends next is explained with
 `EXPLAIN (ANALYZE, BUFFERS)` (in a transaction rolled back: nothing is claimed), as a plain
-claim and as a rescue claim (the one a second that also looks for expired leases), and printed
+claim and as a rescue claim from the head (the one that also looks for expired leases: a
+worker's shared rescue when it takes its turn, a hand-driven one always), and printed
 with the table's dead tuples and update counts. docs/explanation/storage.md shows its output
 before and after schema version 16.
 """

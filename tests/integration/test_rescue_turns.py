@@ -1,6 +1,7 @@
-"""A fleet's workers take turns at the search for expired leases (PostgreSQL, schema version
-22): a shared rescue claim searches only when no other one of the same kinds did within the
-last second, gives its turn back when it took over an expired lease, and searches whenever
+"""A fleet's workers take turns at the search for expired leases and at the reading of the
+queue from its head (PostgreSQL, schema version 22): a shared rescue claim searches only when
+no other one of the same kinds did within the last second, gives its turn back when it took
+over an expired lease (or came back full with jobs its floor skips), and searches whenever
 its turn's row is missing. A claim that does not share (a hand-driven one) searches whenever
 it is asked to. The turn is set up in the database by hand where a test needs it not due."""
 
@@ -180,3 +181,47 @@ def test_rescue_shared_must_be_a_bool(ledger: tenure.Ledger) -> None:
     with pytest.raises(tenure.InvalidArgument, match="rescue_shared must be True or False"):
         lease_port(ledger).claim_many("w", kinds=["task"], limit=1, rescue_shared="yes")  # type: ignore[arg-type]
     assert [job.attempt for job in ledger.list(state="queued")] == [0]
+
+
+def test_a_shared_rescue_reads_the_queue_from_its_head_only_on_its_turn(
+    db_url: str, connect: Callable[..., tenure.Ledger], ledger: tenure.Ledger
+) -> None:
+    """A job another process released keeps its place, below the floor of the claimer that
+    took it. Off its turn (the turn's row taken by another claim), a shared rescue starts at
+    its floor, as a plain claim does, and does not see it; on its turn it reads the queue from
+    the head and takes it. A search short of its limit saw every claimable job: the next turn
+    comes a turn later."""
+    port, elsewhere = lease_port(ledger), connect()
+    ledger.submit_many("task", [{"n": n} for n in range(3)])
+    taken = port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
+    assert len(taken) == 3
+    assert shared_rescue(ledger, "w") == []  # the turn's row written and taken: nothing
+    execute_sql(db_url, "UPDATE tenure_rescue_turns SET due_at = now()")
+    elsewhere.release(taken[0])
+    with psycopg.connect(direct(db_url)) as searching:
+        searching.execute("SELECT 1 FROM tenure_rescue_turns FOR UPDATE")
+        assert shared_rescue(ledger, "w") == []  # off its turn: from its floor
+        searching.rollback()
+    (rescued,) = shared_rescue(ledger, "w")
+    assert rescued.job_id == taken[0].job_id
+    assert not turn_is_due(db_url)
+
+
+def test_a_full_search_that_found_what_the_floors_skip_gives_its_turn_back(
+    db_url: str, connect: Callable[..., tenure.Ledger], ledger: tenure.Ledger
+) -> None:
+    """A search from the head that came back full with jobs below its claimer's floor leaves
+    the turn due (there may be more): the next shared rescue reads from the head too, until
+    one comes back short."""
+    port, elsewhere = lease_port(ledger), connect()
+    ledger.submit_many("task", [{"n": n} for n in range(6)])
+    taken = port.claim_many("w", kinds=["task"], limit=10, lease_seconds=30, rescue=False)
+    assert len(taken) == 6
+    for lease in taken[:5]:
+        elsewhere.release(lease)
+    first = shared_rescue(ledger, "w")  # limit 4: full
+    assert [lease.job_id for lease in first] == [lease.job_id for lease in taken[:4]]
+    assert turn_is_due(db_url)
+    (last,) = shared_rescue(ledger, "w")
+    assert last.job_id == taken[4].job_id
+    assert not turn_is_due(db_url)

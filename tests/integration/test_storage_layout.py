@@ -238,10 +238,15 @@ def test_a_plain_claim_starts_after_what_its_claimer_took(
     assert again.job_id == taken[0].job_id
 
 
-def claim_blocks(url: str, floor: int, rescue: bool, priority: int | None = None) -> int:
+def claim_blocks(
+    url: str, floor: int, rescue: bool, priority: int | None = None, turn: str | None = None
+) -> int:
     """Shared buffers one claim of 16 jobs reads, as EXPLAIN (ANALYZE, BUFFERS) counts them
-    (rolled back: nothing is claimed); with `priority`, from the position a full claim left."""
-    sql, params = claim_explained(["task"], 0 if rescue else floor, rescue, priority)
+    (rolled back: nothing is claimed); with `priority`, from the position a full claim left;
+    with `turn`, a shared rescue that takes that turn's row if it is due."""
+    sql, params = claim_explained(
+        ["task"], 0 if rescue and turn is None else floor, rescue, priority, turn
+    )
     with psycopg.connect(direct(url)) as conn:
         row = conn.execute(
             ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql).encode(), params
@@ -290,6 +295,34 @@ def test_a_plain_claim_reads_no_more_while_a_transaction_idles(
     # Measured: plain 296 -> 325 buffers, rescue 453 -> 813 (the index's pages still grow).
     assert rescue_late - rescue_early > 200, (rescue_early, rescue_late)
     assert plain_late - plain_early < (rescue_late - rescue_early) / 4, (plain_early, plain_late)
+
+
+def test_a_shared_rescue_reads_the_dead_versions_only_on_its_turn(
+    db_url: str, connect: Callable[..., tenure.Ledger]
+) -> None:
+    """With a transaction idle, a shared rescue (a fleet's workers take turns) that does not
+    take its turn starts at its floor and reads about what a plain claim reads; the one that
+    takes the turn reads the queue from the head, dead versions and all, as a rescue of its
+    own does. Counted by PostgreSQL, not timed."""
+    ledger = connect()
+    execute_sql(db_url, "INSERT INTO tenure_rescue_turns (claimer, due_at) VALUES ('fleet', now())")
+    with psycopg.connect(direct(db_url)) as horizon:
+        horizon.execute("SELECT txid_current()")
+        floor = churn(ledger, db_url, 3000)
+        plain = claim_blocks(db_url, floor, False)
+        with psycopg.connect(direct(db_url)) as searching:  # another claim holds the turn
+            searching.execute("SELECT 1 FROM tenure_rescue_turns FOR UPDATE")
+            off_turn = claim_blocks(db_url, floor, True, turn="fleet")
+            searching.rollback()
+        own, on_turn = (
+            claim_blocks(db_url, 0, True),
+            claim_blocks(db_url, floor, True, turn="fleet"),
+        )
+        horizon.rollback()
+    # Measured: plain 324 buffers, shared off its turn 372, on its turn 718, own rescue 716.
+    assert own - plain > 200, (plain, own)
+    assert off_turn - plain < (own - plain) / 4, (plain, off_turn, own)
+    assert on_turn - plain > (own - plain) * 3 / 4, (plain, on_turn, own)
 
 
 def test_a_full_claim_keeps_its_place_and_sees_what_outranks_it(

@@ -7,9 +7,16 @@ from tenure.storage.base import ClaimRequest
 from tenure.storage.postgres.claims import HEAD, ClaimFloors, Floor, claim_statement
 
 
-def request(limit: int = 4, *, rescue: bool = False, owner: str = "w") -> ClaimRequest:
+def request(
+    limit: int = 4, *, rescue: bool = False, owner: str = "w", shared: bool = False
+) -> ClaimRequest:
     return ClaimRequest(
-        owner_id=owner, kinds=["task"], lease_seconds=30.0, limit=limit, rescue=rescue
+        owner_id=owner,
+        kinds=["task"],
+        lease_seconds=30.0,
+        limit=limit,
+        rescue=rescue,
+        rescue_shared=shared,
     )
 
 
@@ -46,6 +53,14 @@ def test_a_claim_without_queued_jobs_keeps_the_floor_and_rescues_start_at_the_he
     assert floors.floor(request(rescue=True)) == HEAD
     assert floors.floor(request(owner="v")) == HEAD
     assert claim_statement(HEAD) == "exchange_from_head"
+
+
+def test_a_shared_rescue_passes_its_floor() -> None:
+    """The statement reads from the head only if the shared rescue takes its turn."""
+    floors = ClaimFloors()
+    floors.claimed(request(), 1, [(0, 20)])
+    assert floors.floor(request(rescue=True, shared=True)) == Floor(21)
+    assert floors.floor(request(rescue=True)) == HEAD
 
 
 def test_a_job_back_in_the_queue_sends_every_claimer_to_the_head() -> None:

@@ -121,7 +121,8 @@ class Leases(Part[LeaseWrites]):
         "stable" for jobs without one): of those kinds, claim only those variants.
         `rescue=False` leaves expired leases to a later claim (a worker rescues once a
         second; see `ClaimRequest`); `rescue_shared=True` searches for them in turns with the
-        other claimers of these kinds (a worker's claims: about one search a second for a fleet).
+        other claimers of these kinds (a worker's claims: about one search a second for a fleet),
+        and reads the queue from its head only on its turn (otherwise from its floor).
         `rates` (the kinds' `tenure.Rate`s and keys) keeps each
         rate key within its rate across workers, and tells when a held key has room again.
         """

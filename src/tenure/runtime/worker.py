@@ -64,7 +64,8 @@ _GATHER_WAIT = 0.005
 # every running row of the worker's kinds, which a claim of queued jobs need not pay for. A
 # lease that expires is taken over within this long after it ends, by any worker. The workers
 # of a fleet take turns (ClaimRequest.rescue_shared): on PostgreSQL, claimers of the same kinds
-# search once a second between them, not once a second each.
+# search once a second between them, not once a second each, and read the queue from its head
+# (where a held horizon leaves its dead versions) on the same turns.
 RESCUE_INTERVAL = 1.0
 
 

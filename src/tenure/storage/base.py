@@ -79,7 +79,10 @@ class ClaimRequest:
     has no dead versions to step over). `rescue_shared`: the search takes turns among the
     claimers of the same kinds and variants, a fleet's workers: on PostgreSQL a rescue claim
     searches only when no other one did within a turn (0.8 s, by the database's clock), and
-    a search that found an expired lease gives its turn back at once."""
+    a search that found an expired lease gives its turn back at once. The reading of the queue
+    from its head (what a claimer's floor skips) takes the same turns: off its turn, a shared
+    rescue starts at its floor, as a plain claim does; on it, one that came back full with a
+    job its floor skips gives the turn back at once too."""
 
     owner_id: str
     kinds: Sequence[str] | None

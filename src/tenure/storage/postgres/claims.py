@@ -9,8 +9,10 @@ can start after the last it took (`seq >= floor`, a condition the index answers 
 the dead versions). A claim that came back full (a deep queue) took the first jobs in the
 queue's order: the next one starts at that position (a `Floor` with a priority). What a floor
 skips (a retry, a release or a requeue keeps its place in the queue; a job due later than it
-was submitted; a submit that committed after a later one) is taken by the worker's rescue
-claim, which starts at the head, once a second.
+was submitted; a submit that committed after a later one) is taken by a rescue claim, which
+starts at the head: a worker's own once a second, or, for the workers of a fleet that take
+turns, the one whose claim takes the turn (a turn lasts RESCUE_TURN_SECONDS, less if it found
+something to do).
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ class ClaimFloors:
         self._lock = threading.Lock()
 
     def floor(self, request: ClaimRequest) -> Floor:
-        """Where this claim starts: the head for a rescue or a limited claim."""
-        if request.rescue or request.only_ids is not None:
+        """Where this claim starts: the head for a limited claim or a rescue of its own; a
+        shared rescue passes its floor, and the statement reads from the head only if the
+        claim takes its turn to search."""
+        if request.only_ids is not None or (request.rescue and not request.rescue_shared):
             return HEAD
         with self._lock:
             return self._floors.get(_claimer(request), HEAD)
@@ -92,7 +96,7 @@ class ClaimFloors:
         """`back`: a job went back to the queue at its old place (a retry, a release, a
         requeue, a budget's hold let go) through this store, and every claimer's next claim
         starts at the head, where it is (other processes' claimers find it at their next
-        rescue). Returns `back`."""
+        rescue that reads the head: a shared one on its turn). Returns `back`."""
         if back:
             with self._lock:
                 self._floors.clear()
@@ -141,7 +145,7 @@ def _claimer(request: ClaimRequest) -> _Claimer:
 # that statement serves only claims after a short one, when few rows are queued. From a
 # position: three ranges of that index, each bounded on its first column (the range at the
 # position's priority on seq too), read in order, each up to what the ones before it left.
-FLOOR_CONDITION = "      AND j.seq >= %(seq_from)s::bigint\n"
+FLOOR_CONDITION = "      AND j.seq >= (SELECT from_seq FROM from_floor)\n"
 _CANDIDATE = "queued_candidate AS (\n"
 _LIMIT = "    LIMIT %(limit)s\n"
 _RANGES = {
@@ -224,14 +228,27 @@ def _results_map(publish: Publish) -> str:
 
 
 def claim_explained(
-    kinds: Sequence[str], floor: int, rescue: bool, priority: int | None = None
+    kinds: Sequence[str],
+    floor: int,
+    rescue: bool,
+    priority: int | None = None,
+    turn: str | None = None,
 ) -> tuple[LiteralString, dict[str, Any]]:
     """The statement and parameters of a worker's claim of 16 jobs of `kinds` from `floor`
     (0: from the head; with `priority`, the position a full claim left), as the store sends
-    it: for EXPLAIN in the benchmark and the tests."""
+    it: for EXPLAIN in the benchmark and the tests. A rescue with a `turn` is a shared one (it
+    passes its floor, and searches only if it takes that turn's row); without, it starts at the
+    head."""
     queries = with_claim_variants(load_queries(__package__ or "tenure.storage.postgres"))
     request = ClaimRequest(
-        owner_id="explain", kinds=list(kinds), lease_seconds=30.0, limit=16, rescue=rescue
+        owner_id="explain",
+        kinds=list(kinds),
+        lease_seconds=30.0,
+        limit=16,
+        rescue=rescue,
+        rescue_shared=turn is not None,
     )
-    start = HEAD if rescue else Floor(floor, priority)
-    return queries[claim_statement(start)], exchange_params(NOTHING_TO_PUBLISH, request, start)
+    start = HEAD if rescue and turn is None else Floor(floor, priority)
+    return queries[claim_statement(start)], exchange_params(
+        NOTHING_TO_PUBLISH, request, start, turn
+    )

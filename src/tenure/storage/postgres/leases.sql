@@ -51,6 +51,12 @@ searching AS MATERIALIZED (
         OR NOT EXISTS (SELECT 1 FROM tenure_rescue_turns t WHERE t.claimer = %(rescue_turn)s::text)
     ) AS yes
 ),
+-- Where the queue is read from: the claimer's floor (or position), or the head when this
+-- claim searches for expired leases. The searches take turns: so does the reading of the head,
+-- where every job claimed while a transaction holds the horizon leaves a dead version.
+from_floor AS MATERIALIZED (
+    SELECT CASE WHEN (SELECT yes FROM searching) THEN 0 ELSE %(seq_from)s::bigint END AS from_seq
+),
 exhausted AS (
     SELECT j.id, j.lease_until AS was_lease_until FROM tenure_jobs j, clock
     WHERE (SELECT yes FROM searching) AND j.state = 'running'
@@ -113,9 +119,10 @@ queued_candidate AS (
     FROM tenure_jobs j, clock
     WHERE j.state = 'queued' AND j.run_after <= clock.now
       -- The claimer's floor: the index skips what is below it, dead versions of claimed jobs
-      -- included. storage/postgres/claims.py rewrites the next line (removed in the claim from
-      -- the head, split into three ranges in the claim from a position): keep its text.
-      AND j.seq >= %(seq_from)s::bigint
+      -- included; a rescue that searches starts at the head (claims.py, `from_floor`).
+      -- storage/postgres/claims.py rewrites the next line (removed in the claim from the
+      -- head, split into three ranges in the claim from a position): keep its text.
+      AND j.seq >= (SELECT from_seq FROM from_floor)
       AND (%(kinds)s::text[] IS NULL OR j.kind = ANY (%(kinds)s::text[]))
       AND (NOT (j.kind = ANY (%(pinned_kinds)s::text[]))
            OR j.kind || '@' || COALESCE(j.variant, 'stable') = ANY (%(pinned)s::text[]))
@@ -167,12 +174,19 @@ claimed AS (
               candidate.was_heartbeat
 ),
 -- The turn taken: the next one a turn later, or at once if this search found an expired lease,
--- taken over, failed, or left for lack of room (there may be more: every worker's next rescue
--- searches until none is left).
+-- taken over, failed, or left for lack of room, or came back full with a queued job that the
+-- claimer's floor (or its position's range) skips (there may be more: every worker's next
+-- rescue searches until none is left).
 rescue_next AS (
     UPDATE tenure_rescue_turns t
     SET due_at = CASE WHEN EXISTS (SELECT 1 FROM expired_candidate)
                         OR EXISTS (SELECT 1 FROM expired_out)
+                        OR ((SELECT count(*) FROM claimed) >= %(limit)s
+                            AND EXISTS (SELECT 1 FROM claimed c
+                                        WHERE c.was_state = 'queued'
+                                          AND c.seq < %(seq_from)s::bigint
+                                          AND (%(floor_priority)s::int IS NULL
+                                               OR c.priority = %(floor_priority)s::int)))
                       THEN clock.now
                       ELSE clock.now + make_interval(secs => %(rescue_every)s) END
     FROM rescue_turn, clock
