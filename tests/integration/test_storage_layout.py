@@ -244,9 +244,7 @@ def claim_blocks(
     """Shared buffers one claim of 16 jobs reads, as EXPLAIN (ANALYZE, BUFFERS) counts them
     (rolled back: nothing is claimed); with `priority`, from the position a full claim left;
     with `turn`, a shared rescue that takes that turn's row if it is due."""
-    sql, params = claim_explained(
-        ["task"], 0 if rescue and turn is None else floor, rescue, priority, turn
-    )
+    sql, params = claim_explained(["task"], floor, rescue, priority, turn)
     with psycopg.connect(direct(url)) as conn:
         row = conn.execute(
             ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql).encode(), params
@@ -315,7 +313,7 @@ def test_a_shared_rescue_reads_the_dead_versions_only_on_its_turn(
             off_turn = claim_blocks(db_url, floor, True, turn="fleet")
             searching.rollback()
         own, on_turn = (
-            claim_blocks(db_url, 0, True),
+            claim_blocks(db_url, floor, True),
             claim_blocks(db_url, floor, True, turn="fleet"),
         )
         horizon.rollback()

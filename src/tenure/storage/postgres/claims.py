@@ -54,6 +54,12 @@ class Floor:
 HEAD = Floor(0)
 
 
+def starts_at_head(request: ClaimRequest) -> bool:
+    """A limited claim (its jobs chosen) and a rescue that does not take turns read the queue
+    from its head; every other claim passes its claimer's floor."""
+    return request.only_ids is not None or (request.rescue and not request.rescue_shared)
+
+
 class ClaimFloors:
     """The floor of each claimer (owner, kinds, variants) of one store; thread-safe."""
 
@@ -65,7 +71,7 @@ class ClaimFloors:
         """Where this claim starts: the head for a limited claim or a rescue of its own; a
         shared rescue passes its floor, and the statement reads from the head only if the
         claim takes its turn to search."""
-        if request.only_ids is not None or (request.rescue and not request.rescue_shared):
+        if starts_at_head(request):
             return HEAD
         with self._lock:
             return self._floors.get(_claimer(request), HEAD)
@@ -248,7 +254,7 @@ def claim_explained(
         rescue=rescue,
         rescue_shared=turn is not None,
     )
-    start = HEAD if rescue and turn is None else Floor(floor, priority)
+    start = HEAD if starts_at_head(request) else Floor(floor, priority)
     return queries[claim_statement(start)], exchange_params(
         NOTHING_TO_PUBLISH, request, start, turn
     )
